@@ -1,0 +1,84 @@
+"""Per-shape cost tables: the numbers the MILP (and later the verifier) read, built from costmodel formulas.
+
+CONTRACT (fields and meaning are fixed; the builder is implemented in this package):
+all times in seconds, all sizes in bytes, "per GPU" means one GPU of the stage cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+
+
+@dataclass(frozen=True)
+class DPVariant:
+    """A DP mode with its replica count: HSDP shards over dp*cp/replicas ranks and replicates `replicas` times
+    (each shard group inside one building); every other mode has replicas == 1."""
+
+    mode: DPMode
+    replicas: int = 1
+
+    def label(self) -> str:
+        return f"{self.mode.value} x{self.replicas}" if self.mode is DPMode.hsdp else self.mode.value
+
+
+@dataclass(frozen=True)
+class OpTimes:
+    """Forward, backward-input and backward-weight time of some work for one microbatch on one GPU."""
+
+    forward_s: float
+    backward_input_s: float
+    backward_weight_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_input_s + self.backward_weight_s
+
+
+@dataclass(frozen=True)
+class GPUCosts:
+    """One shape priced on one GPU type (and that building's fabric)."""
+
+    layer: OpTimes
+    """One average transformer layer (dense/MoE mix weighted by the model's layer counts), one microbatch, per
+    GPU: compute incl. recomputation plus non-overlapped TP/CP/EP communication inside the building."""
+    layer_comm_s: float
+    """The part of layer.total_s that is TP + CP + EP communication (for the breakdown)."""
+    first_stage_extra: OpTimes
+    """Embedding work on pipeline stage 0, one microbatch."""
+    last_stage_extra: OpTimes
+    """LM head + loss on the last stage, one microbatch."""
+    p2p_intra_s: float
+    """One stage-boundary activation send of one microbatch inside the building (one direction)."""
+    hbm_usable_bytes: float
+    optimizer_s_per_layer: dict[DPVariant, float]
+    """Optimizer step time per layer held (memory-bound over the states this GPU owns) under each variant."""
+    dp_intra_s_per_layer: dict[DPVariant, float]
+    """Intra-building DP synchronisation time per layer held, per step, under each variant, that is not hidden
+    behind compute (hierarchical algorithms; pods and oversubscription of this building)."""
+
+
+@dataclass(frozen=True)
+class ShapeCosts:
+    shape: Shape
+    per_gpu_type: dict[str, GPUCosts]
+    p2p_bytes: float
+    """Activation bytes of one microbatch of one pipeline crossing a stage boundary, one direction (b*s*h*beta)."""
+    activation_bytes_per_layer: float
+    """Activation bytes one GPU keeps per layer per in-flight microbatch (recompute mode applied)."""
+    layer_state_bytes: dict[DPVariant, float]
+    """Weights + gradients + optimizer states per GPU per layer under each variant (FSDP shards over dp*cp
+    ranks; HSDP over dp*cp/replicas), plus the transient unsharded buffers FSDP needs."""
+    first_stage_fixed_bytes: dict[DPVariant, float]
+    last_stage_fixed_bytes: dict[DPVariant, float]
+    """Embedding / LM-head states (+ logits buffers on the last stage) per GPU under each mode."""
+    grad_bytes_per_layer_per_cell: float
+    """Bytes of one full copy of one layer's gradients held by a stage cell after reduction inside the cell
+    (dense params once + expert params once): what cross-building DP synchronisation moves per layer."""
+    grad_bytes_fixed_first: float
+    grad_bytes_fixed_last: float
+    """The same for the embedding (stage 0) and LM head (last stage)."""
+    model_flops_per_iteration: float
+    """6 * params-active * tokens + attention, recompute not counted: the MFU numerator."""

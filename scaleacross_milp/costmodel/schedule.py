@@ -1,0 +1,102 @@
+"""Pipeline-schedule formulas shared by the MILP and the verifier.
+
+With p ranks, m microbatches and per-rank time C = F + B + W per microbatch (F forward, B backward-input,
+W backward-weight), the schedules differ in bubble, stage-boundary crossings and activations in flight:
+
+| schedule    | bubble / ((p-1) C)          | crossings per boundary | wrap crossings | in flight at rank r      |
+|-------------|-----------------------------|------------------------|----------------|--------------------------|
+| GPipe       | 1                           | 1                      | 0              | m                        |
+| 1F1B        | 1                           | 1                      | 0              | p - r                    |
+| interleaved | 1 / v                       | v                      | v - 1          | (2(p-r-1) + (v-1)p + 1)/v |
+| ZB-H1       | (F + B - W) / C             | 1                      | 0              | p - r                    |
+| ZB-V        | (F + B - 2W) / (2C)         | 2                      | 0              | p                        |
+
+(ZB-H1 / ZB-V bubbles from Qi et al., "Zero Bubble Pipeline Parallelism", with op times per chunk; in-flight
+counts are capped at m.) A wrap crossing is interleaving's hop from the last rank back to rank 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaleacross_milp.costmodel.costs import OpTimes
+from scaleacross_milp.spec.search import Schedule
+
+
+@dataclass(frozen=True)
+class ScheduleOption:
+    """A schedule with its chunks per rank (v for interleaved, 2 for ZB-V, 1 otherwise)."""
+
+    schedule: Schedule
+    chunks: int = 1
+
+    def label(self) -> str:
+        return f"{self.schedule.value} v={self.chunks}" if self.schedule is Schedule.interleaved else (
+            self.schedule.value
+        )
+
+    def bubble_coefficient(self, layer: OpTimes) -> float:
+        """Bubble time as a multiple of (p - 1) x the per-rank time of one microbatch."""
+        f, b, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
+        c = f + b + w
+        if self.schedule is Schedule.interleaved:
+            return 1.0 / self.chunks
+        if self.schedule is Schedule.zb_h1:
+            return max(0.0, f + b - w) / c
+        if self.schedule is Schedule.zb_v:
+            return max(0.0, f + b - 2 * w) / (2 * c)
+        return 1.0
+
+    @property
+    def boundary_crossings(self) -> int:
+        """Times one microbatch crosses each stage boundary per direction."""
+        if self.schedule is Schedule.interleaved:
+            return self.chunks
+        return 2 if self.schedule is Schedule.zb_v else 1
+
+    @property
+    def wrap_crossings(self) -> int:
+        """Times one microbatch hops from the last rank back to rank 0 per direction."""
+        return self.chunks - 1 if self.schedule is Schedule.interleaved else 0
+
+    @property
+    def layer_granularity(self) -> int:
+        """Layers per rank must be a multiple of this (one whole layer per chunk at least)."""
+        return self.chunks
+
+    @property
+    def steady_state_latency_bound(self) -> bool:
+        """Whether each rank waits on its own microbatch's round trip every cycle (all but GPipe)."""
+        return self.schedule is not Schedule.gpipe
+
+    def inflight_microbatches(self, pp: int, rank: int, microbatches: int) -> float:
+        """Peak activations held by `rank`, in units of one microbatch through the rank's whole stage."""
+        if self.schedule is Schedule.gpipe:
+            held = float(microbatches)
+        elif self.schedule is Schedule.interleaved:
+            v = self.chunks
+            held = (2 * (pp - rank - 1) + (v - 1) * pp + 1) / v
+        elif self.schedule is Schedule.zb_v:
+            held = float(pp)
+        else:
+            held = float(pp - rank)
+        return min(held, float(microbatches))
+
+
+def schedule_options(
+    schedules: list[Schedule], interleave_chunks: list[int], pp: int, microbatches: int
+) -> list[ScheduleOption]:
+    """Schedules applicable to a shape. Without pipelining (pp == 1) there is a single option (1F1B
+    degenerates to gradient accumulation); interleaving needs microbatches % pp == 0 (as in Megatron-LM)."""
+    if pp == 1:
+        return [ScheduleOption(Schedule.one_f_one_b)]
+    options = []
+    for schedule in schedules:
+        if schedule is Schedule.interleaved:
+            if microbatches % pp == 0:
+                options += [ScheduleOption(schedule, v) for v in sorted(set(interleave_chunks)) if v > 1]
+        elif schedule is Schedule.zb_v:
+            options.append(ScheduleOption(schedule, 2))
+        else:
+            options.append(ScheduleOption(schedule))
+    return options

@@ -1,0 +1,1 @@
+"""The JSON contract: pydantic models for instances and plans."""

@@ -1,0 +1,37 @@
+"""Accelerator types: compute peaks, memory and interconnect per GPU."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from scaleacross_milp.spec.base import Contract
+
+
+class Precision(str, Enum):
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+
+
+class GPUType(Contract):
+    """One GPU model with its node (NVLink domain) and scale-out NIC.
+
+    `peak_dense_tflops` maps a precision to dense (non-sparse) peak TFLOP/s.
+    `nvlink_gbyte_s` is the achievable bus bandwidth per GPU for ring collectives inside the NVLink domain.
+    """
+
+    peak_dense_tflops: dict[Precision, PositiveFloat]
+    hbm_gib: PositiveFloat
+    hbm_tbyte_s: PositiveFloat
+    nvlink_domain_gpus: PositiveInt = 8
+    nvlink_gbyte_s: PositiveFloat
+    nic_gbit_s: PositiveFloat = 400.0
+    usable_hbm_fraction: float = Field(0.92, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _has_a_precision(self) -> GPUType:
+        if not self.peak_dense_tflops:
+            raise ValueError("peak_dense_tflops must name at least one precision")
+        return self

@@ -1,0 +1,97 @@
+"""A planning instance: model, training, hardware, topology and search options, and its loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from scaleacross_milp.spec.base import Contract
+from scaleacross_milp.spec.hardware import GPUType
+from scaleacross_milp.spec.hf_config import model_from_hf_config
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.search import SearchOptions
+from scaleacross_milp.spec.topology import Topology
+from scaleacross_milp.spec.training import Training
+
+
+class ModelFile(Contract):
+    """A model given by file, relative to the instance file: our JSON (`file`) or a Hugging Face
+    `config.json` (`hf_config`, converted; `name` labels it)."""
+
+    file: str | None = None
+    hf_config: str | None = None
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelFile:
+        if (self.file is None) == (self.hf_config is None):
+            raise ValueError("give exactly one of file or hf_config")
+        return self
+
+    def load(self, base_dir: Path) -> ModelSpec:
+        path = base_dir / (self.file or self.hf_config)
+        data = read_json(path)
+        if self.file is not None:
+            return ModelSpec.model_validate(data)
+        return model_from_hf_config(data, name=self.name or path.parent.name or path.stem)
+
+
+class Instance(Contract):
+    name: str
+    description: str = ""
+    model: ModelSpec | ModelFile
+    training: Training
+    gpu_types: dict[str, GPUType] = Field(min_length=1)
+    topology: Topology
+    search: SearchOptions = Field(default_factory=SearchOptions)
+
+    @model_validator(mode="after")
+    def _gpu_types_known(self) -> Instance:
+        for i, building in enumerate(self.topology.buildings):
+            if building.gpu_type not in self.gpu_types:
+                raise ValueError(
+                    f"topology.buildings[{i}] ('{building.name}') uses gpu_type '{building.gpu_type}', "
+                    f"not defined in gpu_types {sorted(self.gpu_types)}"
+                )
+            precision = self.training.precision
+            if precision not in self.gpu_types[building.gpu_type].peak_dense_tflops:
+                raise ValueError(
+                    f"gpu_types['{building.gpu_type}'].peak_dense_tflops has no entry for the training "
+                    f"precision '{precision.value}'"
+                )
+        return self
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        if not isinstance(self.model, ModelSpec):
+            raise TypeError("instance model is an unresolved file reference; use load_instance()")
+        return self.model
+
+    def gpu_type_of(self, building: str) -> GPUType:
+        return self.gpu_types[self.topology.building(building).gpu_type]
+
+
+class InputError(ValueError):
+    """A user-facing input problem: the message names the file and field."""
+
+
+def read_json(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read, validate and resolve an instance file; a model file reference is replaced by its spec."""
+    path = Path(path)
+    instance = Instance.model_validate(read_json(path))
+    if isinstance(instance.model, ModelFile):
+        instance = instance.model_copy(update={"model": instance.model.load(path.parent)})
+    return instance

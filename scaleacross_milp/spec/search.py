@@ -1,0 +1,47 @@
+"""What the optimiser may choose from, and how long it may look."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from scaleacross_milp.spec.base import Contract
+
+
+class Schedule(str, Enum):
+    gpipe = "gpipe"
+    one_f_one_b = "1f1b"
+    interleaved = "interleaved"
+    zb_h1 = "zb-h1"
+    zb_v = "zb-v"
+
+
+class DPMode(str, Enum):
+    """Data-parallel synchronisation: DDP all-reduce, FSDP (reshard after forward or not), HSDP."""
+
+    ddp = "ddp"
+    fsdp = "fsdp"
+    fsdp_no_reshard = "fsdp-no-reshard"
+    hsdp = "hsdp"
+
+
+def _all(enum: type[Enum]) -> list:
+    return list(enum)
+
+
+class SearchOptions(Contract):
+    """The searched space. Degree lists left out mean every power of two that fits."""
+
+    schedules: list[Schedule] = Field(default_factory=lambda: _all(Schedule), min_length=1)
+    interleave_chunks: list[PositiveInt] = Field(default_factory=lambda: [2, 4], min_length=1)
+    dp_modes: list[DPMode] = Field(default_factory=lambda: _all(DPMode), min_length=1)
+    tp_degrees: list[PositiveInt] | None = None
+    cp_degrees: list[PositiveInt] | None = None
+    ep_degrees: list[PositiveInt] | None = None
+    pp_degrees: list[PositiveInt] | None = None
+    micro_batch_sizes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=1)
+    max_pp: PositiveInt = 32
+    time_limit_s: PositiveFloat = 60.0
+    rel_gap: float = Field(0.01, ge=0.0, lt=1.0)
+    threads: PositiveInt | None = None

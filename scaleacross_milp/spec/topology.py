@@ -1,0 +1,104 @@
+"""Buildings and the inter-building link graph."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import networkx as nx
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+
+from scaleacross_milp.spec.base import Contract
+
+FIBER_US_PER_KM = 4.9
+"""One-way propagation delay in optical fiber, microseconds per km."""
+
+
+class Transport(str, Enum):
+    """How a link's traffic is spread over its parallel paths and recovered under loss."""
+
+    ecmp_go_back_n = "ecmp_go_back_n"
+    ecmp_selective_repeat = "ecmp_selective_repeat"
+    spray_selective_repeat = "spray_selective_repeat"
+
+
+class Building(Contract):
+    """A data-center building: GPUs of one type in pods joined by an oversubscribed core."""
+
+    name: str = Field(min_length=1)
+    gpus: PositiveInt
+    gpu_type: str
+    pod_gpus: PositiveInt | None = None
+    oversubscription: float = Field(1.0, ge=1.0)
+    region: str = "default"
+
+
+class Link(Contract):
+    """A bidirectional inter-building link; `capacity_gbit_s` is per direction.
+
+    Give `distance_km` (propagation 4.9 us/km plus `extra_latency_ms`) or `latency_ms` (one way, total).
+    """
+
+    a: str
+    b: str
+    capacity_gbit_s: PositiveFloat
+    distance_km: NonNegativeFloat | None = None
+    latency_ms: NonNegativeFloat | None = None
+    extra_latency_ms: NonNegativeFloat = 0.01
+    loss_rate: float = Field(0.0, ge=0.0, lt=1.0)
+    paths: PositiveInt = 16
+    transports: list[Transport] = Field(
+        default_factory=lambda: [Transport.ecmp_go_back_n],
+        min_length=1,
+        description="transports the endpoints support on this link",
+    )
+
+    @model_validator(mode="after")
+    def _latency_given_once(self) -> Link:
+        if self.a == self.b:
+            raise ValueError(f"link joins building '{self.a}' to itself")
+        if (self.distance_km is None) == (self.latency_ms is None):
+            raise ValueError(f"link {self.a}-{self.b}: give exactly one of distance_km or latency_ms")
+        return self
+
+    @property
+    def one_way_latency_s(self) -> float:
+        if self.latency_ms is not None:
+            return self.latency_ms / 1e3
+        return self.distance_km * FIBER_US_PER_KM / 1e6 + self.extra_latency_ms / 1e3
+
+    @property
+    def capacity_byte_s(self) -> float:
+        return self.capacity_gbit_s * 1e9 / 8
+
+
+class Topology(Contract):
+    buildings: list[Building] = Field(min_length=1)
+    links: list[Link] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references_known_buildings(self) -> Topology:
+        names = [b.name for b in self.buildings]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"building names must be unique; repeated: {dupes}")
+        for i, link in enumerate(self.links):
+            for end in (link.a, link.b):
+                if end not in names:
+                    raise ValueError(f"links[{i}] names unknown building '{end}' (known: {names})")
+        graph = self.graph()
+        if not nx.is_connected(graph):
+            parts = sorted(sorted(c) for c in nx.connected_components(graph))
+            raise ValueError(f"buildings are not all connected by links; separate groups: {parts}")
+        return self
+
+    def graph(self) -> nx.Graph:
+        """Undirected link graph; edge attribute `link` holds the Link, `latency_s` its one-way delay."""
+        graph = nx.Graph()
+        graph.add_nodes_from(b.name for b in self.buildings)
+        for link in self.links:
+            graph.add_edge(link.a, link.b, link=link, latency_s=link.one_way_latency_s)
+        return graph
+
+    def building(self, name: str) -> Building:
+        return next(b for b in self.buildings if b.name == name)
+

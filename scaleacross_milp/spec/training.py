@@ -1,0 +1,54 @@
+"""What is trained: sequence length, batch, precision, recomputation, optimizer state."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, PositiveInt, model_validator
+
+from scaleacross_milp.spec.base import Contract
+from scaleacross_milp.spec.hardware import Precision
+
+
+class Recompute(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+class Training(Contract):
+    """One training step. Give the global batch in sequences or in tokens (a multiple of `seq_len`).
+
+    `optimizer_bytes_per_param`: 12 for Adam with fp32 master weights, momentum and variance.
+    `grad_bytes_per_param`: 4 when gradients are accumulated and reduced in fp32, 2 in bf16.
+    """
+
+    seq_len: PositiveInt
+    global_batch_sequences: PositiveInt | None = None
+    global_batch_tokens: PositiveInt | None = None
+    precision: Precision = Precision.bf16
+    recompute: Recompute = Recompute.selective
+    optimizer_bytes_per_param: float = Field(12.0, ge=0)
+    grad_bytes_per_param: float = Field(4.0, gt=0)
+
+    @model_validator(mode="after")
+    def _batch_given_once(self) -> Training:
+        if (self.global_batch_sequences is None) == (self.global_batch_tokens is None):
+            raise ValueError("give exactly one of global_batch_sequences or global_batch_tokens")
+        if self.global_batch_tokens is not None and self.global_batch_tokens % self.seq_len:
+            raise ValueError(
+                f"global_batch_tokens ({self.global_batch_tokens}) is not a multiple of "
+                f"seq_len ({self.seq_len})"
+            )
+        return self
+
+    @property
+    def batch_sequences(self) -> int:
+        if self.global_batch_sequences is not None:
+            return self.global_batch_sequences
+        return self.global_batch_tokens // self.seq_len
+
+    @property
+    def bytes_per_element(self) -> int:
+        """Bytes of a weight, activation or communicated element in the training precision."""
+        return 2
