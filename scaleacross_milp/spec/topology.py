@@ -45,7 +45,10 @@ class Link(Contract):
     latency_ms: NonNegativeFloat | None = None
     extra_latency_ms: NonNegativeFloat = 0.01
     loss_rate: float = Field(0.0, ge=0.0, lt=1.0)
-    paths: PositiveInt = 16
+    paths: PositiveInt = Field(16, description="equal-cost parallel paths (ECMP next hops) between the ends")
+    queue_pairs_per_connection: PositiveInt = Field(
+        1, description="RDMA queue pairs each GPU-to-GPU connection spreads its messages over"
+    )
     transports: list[Transport] = Field(
         default_factory=lambda: [Transport.ecmp_go_back_n],
         min_length=1,
