@@ -6,10 +6,14 @@ all times in seconds, all sizes in bytes, "per GPU" means one GPU of the stage c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
+
+if TYPE_CHECKING:
+    from scaleacross_milp.spec.instance import Instance
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ class ShapeCosts:
     shape: Shape
     per_gpu_type: dict[str, GPUCosts]
     p2p_bytes: float
-    """Activation bytes of one microbatch of one pipeline crossing a stage boundary, one direction (b*s*h*beta)."""
+    """Activation bytes of one microbatch of one pipeline crossing a stage boundary, one direction
+    (b*s*h*beta)."""
     activation_bytes_per_layer: float
     """Activation bytes one GPU keeps per layer per in-flight microbatch (recompute mode applied)."""
     layer_state_bytes: dict[DPVariant, float]
@@ -82,3 +87,13 @@ class ShapeCosts:
     """The same for the embedding (stage 0) and LM head (last stage)."""
     model_flops_per_iteration: float
     """6 * params-active * tokens + attention, recompute not counted: the MFU numerator."""
+    stage_fixed_bytes: dict[DPVariant, float] = field(default_factory=dict)
+    """ADDED: per-GPU bytes every stage holds whatever its layer count: FSDP/HSDP transient unsharded buffers
+    (2 layers of weights + 1 of gradients); 0 for DDP and fsdp-no-reshard."""
+
+
+def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> ShapeCosts:
+    """Price one shape under each DP variant on every GPU type in use (implementation in build.py)."""
+    from scaleacross_milp.costmodel.build import build_shape_costs as _build
+
+    return _build(instance, shape, variants)

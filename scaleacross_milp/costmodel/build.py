@@ -1,0 +1,159 @@
+"""Assemble ShapeCosts for one shape from the compute, memory, comm and dp formulas.
+
+Per GPU of a stage cell, one microbatch:
+  layer compute  = layer FLOPs/(tp*cp) / (peak * eff(h/tp))  +  elementwise bytes/(tp*cp) / (hbm * HBM_EFF)
+                   (elementwise backward = 2x forward; full recompute adds the forward elementwise again)
+  layer comm     = TP (exposed) + CP (beyond the attention core it overlaps) + EP (exposed, MoE share of layers)
+  embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add = backward-weight
+  LM head + loss head FLOPs + 6 bytes per logit each way (bf16 logits, fp32 softmax / gradient)
+  p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
+  optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
+"""
+
+from __future__ import annotations
+
+from scaleacross_milp.costmodel import compute, memory
+from scaleacross_milp.costmodel.comm import AlphaBetaModel, cp_comm, ep_comm, group_tier, tp_comm
+from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts
+from scaleacross_milp.costmodel.dp import dp_intra_s_per_layer
+from scaleacross_milp.spec.hardware import GPUType
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.training import Recompute, Training
+
+LOGIT_BYTES_EACH_WAY = 6.0
+
+
+def _layer_times(model: ModelSpec, shape: Shape, training: Training, gpu: GPUType) -> tuple[OpTimes, float]:
+    """(average layer OpTimes incl. exposed comm, the comm part) per GPU, one microbatch."""
+    s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
+    split = shape.tp * shape.cp
+    moe_share = len(model.moe_layer_indices()) / model.layers
+    flops = compute.average_layer_flops(model, b, s, training.recompute)
+
+    def t_flops(f: float) -> float:
+        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
+
+    tokens = b * s
+    elem = (1 - moe_share) * compute.elementwise_bytes_forward(model, tokens, False)
+    if moe_share:
+        elem += moe_share * compute.elementwise_bytes_forward(model, tokens, True)
+    elem_f = compute.memory_time_s(elem / split, gpu)
+    elem_bi = 2 * elem_f + (elem_f if training.recompute is Recompute.full else 0.0)
+
+    comm = AlphaBetaModel.from_gpu(gpu)
+    tp = tp_comm(
+        comm,
+        group_tier(split, gpu),
+        shape.tp,
+        tokens * model.hidden * beta / shape.cp,
+        training.recompute is Recompute.full,
+    )
+    core_fwd = t_flops(compute.attention_core_flops(model, tokens, s))
+    kv_block = b * (s / shape.cp) * 2 * model.kv_heads * model.attention_head_dim * beta / shape.tp
+    cp = cp_comm(comm, group_tier(split, gpu), shape.cp, kv_block, core_fwd, 2 * core_fwd)
+    ep_f = ep_bi = 0.0
+    if moe_share and shape.ep > 1 and model.moe is not None:
+        dispatch = tokens * model.moe.top_k * model.hidden * beta / split
+        ep = ep_comm(comm, group_tier(shape.cell_gpus, gpu), shape.ep, dispatch)
+        ep_f, ep_bi = moe_share * ep.forward_s, moe_share * ep.backward_input_s
+    comm_f = tp.forward_s + cp.forward_s + ep_f
+    comm_bi = tp.backward_input_s + cp.backward_input_s + ep_bi
+    layer = OpTimes(
+        forward_s=t_flops(flops.forward) + elem_f + comm_f,
+        backward_input_s=t_flops(flops.backward_input) + elem_bi + comm_bi,
+        backward_weight_s=t_flops(flops.backward_weight),
+    )
+    return layer, comm_f + comm_bi
+
+
+def _gpu_costs(
+    instance: Instance, shape: Shape, variants: list[DPVariant], gpu_name: str, gpu: GPUType
+) -> GPUCosts:
+    model, training = instance.model_spec, instance.training
+    s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
+    split = shape.tp * shape.cp
+    comm = AlphaBetaModel.from_gpu(gpu)
+    tp_tier = group_tier(split, gpu)
+    layer, layer_comm = _layer_times(model, shape, training, gpu)
+
+    act = b * s * model.hidden * beta / split
+    emb_rs = comm.time_s("reduce_scatter", tp_tier, shape.tp, act * shape.tp)
+    first = OpTimes(
+        forward_s=compute.memory_time_s(2 * act, gpu) + emb_rs,
+        backward_input_s=0.0,
+        backward_weight_s=compute.memory_time_s(2 * act, gpu),
+    )
+    head = compute.lm_head_flops(model, b, s)
+    logit_mem = compute.memory_time_s(b * s * model.vocab / split * LOGIT_BYTES_EACH_WAY, gpu)
+    ag = comm.time_s("all_gather", tp_tier, shape.tp, act * shape.tp)
+
+    def t_head(f: float) -> float:
+        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
+
+    last = OpTimes(
+        forward_s=t_head(head.forward) + logit_mem + ag,
+        backward_input_s=t_head(head.backward_input) + logit_mem + ag,
+        backward_weight_s=t_head(head.backward_weight),
+    )
+    p2p = comm.time_s("p2p", group_tier(2 * shape.cell_gpus, gpu), 2, b * s * model.hidden * beta / split)
+
+    params = memory.average_layer_params(model)
+    d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
+    g, o = training.grad_bytes_per_param, training.optimizer_bytes_per_param
+    optimizer: dict[DPVariant, float] = {}
+    dp_intra: dict[DPVariant, float] = {}
+    buildings = [bd for bd in instance.topology.buildings if bd.gpu_type == gpu_name]
+    for v in variants:
+        if v.mode is DPMode.ddp:
+            owned = d_gpu + e_gpu
+        else:
+            nd, ne = memory.shard_groups(shape, v)
+            owned = d_gpu / nd + e_gpu / ne
+        optimizer[v] = compute.memory_time_s(owned * (2 * beta + g + 2 * o), gpu)
+        dp_intra[v] = max(
+            dp_intra_s_per_layer(comm, shape, bd, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
+            for bd in buildings
+        )
+    return GPUCosts(
+        layer=layer,
+        layer_comm_s=layer_comm,
+        first_stage_extra=first,
+        last_stage_extra=last,
+        p2p_intra_s=p2p,
+        hbm_usable_bytes=gpu.hbm_gib * 2**30 * gpu.usable_hbm_fraction,
+        optimizer_s_per_layer=optimizer,
+        dp_intra_s_per_layer=dp_intra,
+    )
+
+
+def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> ShapeCosts:
+    """Price `shape` on every GPU type used by some building of `instance`, under each DP variant."""
+    model, training = instance.model_spec, instance.training
+    s, g = training.seq_len, training.grad_bytes_per_param
+    used = {bd.gpu_type for bd in instance.topology.buildings}
+    per_gpu = {
+        name: _gpu_costs(instance, shape, variants, name, gpu)
+        for name, gpu in instance.gpu_types.items()
+        if name in used
+    }
+    emb, head = memory.embedding_params(model), memory.head_params(model, shape.pp)
+    logits = memory.logits_bytes(model, shape, s)
+    return ShapeCosts(
+        shape=shape,
+        per_gpu_type=per_gpu,
+        p2p_bytes=shape.micro_batch * s * model.hidden * training.bytes_per_element,
+        activation_bytes_per_layer=memory.average_activation_bytes(model, shape, s, training.recompute),
+        layer_state_bytes={v: memory.layer_state_bytes(model, shape, training, v) for v in variants},
+        first_stage_fixed_bytes={v: memory.state_bytes(emb, 0.0, shape, training, v) for v in variants},
+        last_stage_fixed_bytes={
+            v: memory.state_bytes(head, 0.0, shape, training, v) + logits for v in variants
+        },
+        grad_bytes_per_layer_per_cell=memory.average_layer_params(model).total * g,
+        grad_bytes_fixed_first=emb * g,
+        grad_bytes_fixed_last=head * g,
+        model_flops_per_iteration=compute.model_flops_per_iteration(model, s, training.batch_sequences),
+        stage_fixed_bytes={v: memory.fsdp_transient_bytes(model, shape, training, v) for v in variants},
+    )

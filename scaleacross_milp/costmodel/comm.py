@@ -1,0 +1,128 @@
+"""Alpha-beta collective times and per-layer TP / CP / EP communication.
+
+Collective on n ranks, payload S bytes (the full buffer: the all-reduce input, the all-gather output, the
+reduce-scatter input, one rank's all-to-all send buffer), per-rank bandwidth B:
+  all-reduce      2(n-1)/n * S/B + floor + 2(n-1) * alpha     (ring)
+  all-gather, reduce-scatter, all-to-all   (n-1)/n * S/B + floor + (n-1) * alpha
+  p2p             S/B + floor + alpha
+`floor` is the measured small-message latency of one collective (~13 us inside an NVLink node, ~70 us
+across nodes: DESIGN.md section 2), `alpha` an extra per ring step (NCCL's per-hop latency, order 1 us on
+NVLink, a few us over the network). Overlap assumptions (TP, EP exposed; CP overlapped) are in layer_comm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from scaleacross_milp.spec.hardware import GPUType
+
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+Tier = Literal["nvlink", "fabric", "cross_building"]
+
+NIC_ACHIEVABLE_FRACTION = 0.92
+"""nccl-tests sendrecv between two H100 nodes reaches 45.9 GB/s per GPU on 400 Gb/s NICs
+(data/nccl-tests/nccl_h100-sxm-cluster01-2nodes_sendrecv_16gpus.txt): 45.9 / 50 = 0.92."""
+LATENCY_FLOOR_S: dict[str, float] = {"nvlink": 13e-6, "fabric": 70e-6, "cross_building": 70e-6}
+STEP_ALPHA_S: dict[str, float] = {"nvlink": 1e-6, "fabric": 3e-6, "cross_building": 3e-6}
+
+
+class CollectiveModel(Protocol):
+    """Anything that prices a collective; a calibrated table model can replace AlphaBetaModel."""
+
+    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float) -> float: ...
+
+
+def bandwidth_factor(collective: Collective, n: int) -> float:
+    """Multiple of S/B moved per rank: 2(n-1)/n all-reduce, (n-1)/n AG/RS/A2A, 1 p2p."""
+    if collective == "p2p":
+        return 1.0
+    base = (n - 1) / n
+    return 2 * base if collective == "all_reduce" else base
+
+
+def latency_steps(collective: Collective, n: int) -> int:
+    """Ring steps: 2(n-1) all-reduce, n-1 others, 1 p2p."""
+    if collective == "p2p":
+        return 1
+    return 2 * (n - 1) if collective == "all_reduce" else n - 1
+
+
+@dataclass(frozen=True)
+class AlphaBetaModel:
+    """Per-tier bandwidth (bytes/s per rank) and latency, built from a GPUType with `from_gpu`."""
+
+    bandwidth: dict[str, float]
+    floor_s: dict[str, float]
+    step_alpha_s: dict[str, float]
+
+    @classmethod
+    def from_gpu(
+        cls, gpu: GPUType, cross_building_alpha_s: float = STEP_ALPHA_S["cross_building"]
+    ) -> AlphaBetaModel:
+        """nvlink: nvlink_gbyte_s; fabric and cross_building: nic_gbit_s/8 * NIC_ACHIEVABLE_FRACTION (the
+        link's own capacity, balance and loss are applied by network.py). `cross_building_alpha_s` lets a
+        caller add the link's one-way latency per step."""
+        nic = gpu.nic_gbit_s * 1e9 / 8 * NIC_ACHIEVABLE_FRACTION
+        return cls(
+            bandwidth={"nvlink": gpu.nvlink_gbyte_s * 1e9, "fabric": nic, "cross_building": nic},
+            floor_s=dict(LATENCY_FLOOR_S),
+            step_alpha_s={**STEP_ALPHA_S, "cross_building": cross_building_alpha_s},
+        )
+
+    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float) -> float:
+        if ranks <= 1 and collective != "p2p":
+            return 0.0
+        if nbytes <= 0:
+            return 0.0
+        return (
+            bandwidth_factor(collective, ranks) * nbytes / self.bandwidth[tier]
+            + self.floor_s[tier]
+            + latency_steps(collective, ranks) * self.step_alpha_s[tier]
+        )
+
+
+def group_tier(group_gpus: int, gpu: GPUType) -> Tier:
+    """nvlink when the group (e.g. tp*cp, or the cell tp*cp*ep) fits one NVLink domain, else fabric."""
+    return "nvlink" if group_gpus <= gpu.nvlink_domain_gpus else "fabric"
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """Exposed communication of one layer, one microbatch, per GPU (seconds)."""
+
+    forward_s: float
+    backward_input_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_input_s
+
+
+def tp_comm(model: CollectiveModel, tier: Tier, tp: int, act_bytes: float, full_recompute: bool) -> LayerComm:
+    """Megatron TP with sequence parallelism: forward 2 all-gathers + 2 reduce-scatters of S = b*s*h*beta/cp,
+    backward the same; full recompute repeats the forward ones in the backward. Not overlapped (exposed)."""
+    fwd = 2 * model.time_s("all_gather", tier, tp, act_bytes) + 2 * model.time_s(
+        "reduce_scatter", tier, tp, act_bytes
+    )
+    return LayerComm(forward_s=fwd, backward_input_s=fwd * (2 if full_recompute else 1))
+
+
+def cp_comm(
+    model: CollectiveModel, tier: Tier, cp: int, kv_block_bytes: float, fwd_core_s: float, bwd_core_s: float
+) -> LayerComm:
+    """Ring attention: cp-1 p2p sends of one rank's K,V block (b*(s/cp)*2*g*d*beta/tp) in the forward and
+    2x that (K,V and dK,dV) in the backward; each step overlaps with the attention core of the previous
+    block, so only max(0, comm - core compute) is exposed."""
+    if cp <= 1:
+        return LayerComm(0.0, 0.0)
+    step = model.time_s("p2p", tier, 2, kv_block_bytes)
+    fwd, bwd = (cp - 1) * step, 2 * (cp - 1) * step
+    return LayerComm(max(0.0, fwd - fwd_core_s), max(0.0, bwd - bwd_core_s))
+
+
+def ep_comm(model: CollectiveModel, tier: Tier, ep: int, dispatch_bytes: float) -> LayerComm:
+    """Per MoE layer two all-to-alls forward (dispatch, combine) and two backward, each with per-rank
+    buffer S = b*s*k*h*beta/(tp*cp) (moving (ep-1)/ep of it). Not overlapped (exposed)."""
+    one = model.time_s("all_to_all", tier, ep, dispatch_bytes)
+    return LayerComm(2 * one, 2 * one)

@@ -1,0 +1,163 @@
+"""Compute FLOPs and per-GPU compute time of transformer layers, one microbatch.
+
+Notation: T = b*s tokens of one microbatch, h hidden, a heads, d head_dim, g kv_heads, f dense FFN width,
+fe expert FFN width, E experts, k top_k, e shared experts, V vocab; nm = 3 matrices if gated (SwiGLU) else 2.
+A matmul of an [T, n] by [n, m] matrix costs 2*T*n*m FLOPs.
+
+Forward FLOPs per layer:
+  attention projections  2*T*h*(a*d + 2*g*d)  (QKV, GQA)  +  2*T*a*d*h  (output)
+  attention core         4*T*s*a*d  (QK^T and AV, full s x s as Megatron-LM counts; no causal halving)
+  dense FFN              2*T*h*f*nm
+  MoE FFN                2*T*h*E (router) + (k + e) * 2*T*h*fe*nm (active routed + shared experts)
+Backward: every matmul costs its forward again for the input gradient and again for the weight gradient;
+the attention core has no weights, so its backward (2x forward) is all backward-input.
+Recomputation (done just before the backward, so charged to backward-input): full adds a whole forward,
+selective adds the attention-core forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaleacross_milp.spec.hardware import GPUType, Precision
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.training import Recompute
+
+# --- efficiency parameters (fraction of dense peak reached by the layer's matmuls) -------------------------
+# Large bf16/fp16 GEMMs reach ~75-80% of dense peak on A100 (~240-250 of 312 TFLOP/s) and H100 SXM
+# (~700-760 of 989) in public cuBLAS benchmarks; efficiency drops when the per-GPU matrix dimension shrinks
+# (NVIDIA "Matrix Multiplication Background" guide: tile quantisation / wave effects). We model it as
+#   eff(x) = GEMM_EFF_MAX * x / (x + GEMM_EFF_HALF_DIM),  x = hidden / tp  (per-GPU matrix width).
+# GEMM_EFF_MAX and GEMM_EFF_HALF_DIM were then fitted so that the whole cost model (this + elementwise
+# memory time + TP communication + pipeline bubble) reproduces Megatron-LM 2021 Table 1 (A100: 135-163
+# hardware TFLOP/s = 43-52% of 312) - see tests/costmodel/test_published.py for the check.
+GEMM_EFF_MAX = 0.80
+GEMM_EFF_HALF_DIM = 160.0
+# Elementwise ops (norms, residual adds, activation function, RoPE, dropout) are memory-bound: their time is
+# bytes / (hbm * HBM_EFF). HBM_EFF ~0.8 is typical achievable streaming bandwidth (STREAM-like copy kernels).
+HBM_EFF = 0.80
+
+
+def gemm_efficiency(hidden: int, tp: int) -> float:
+    """eff = GEMM_EFF_MAX * x / (x + GEMM_EFF_HALF_DIM) with x = hidden / tp."""
+    x = hidden / tp
+    return GEMM_EFF_MAX * x / (x + GEMM_EFF_HALF_DIM)
+
+
+@dataclass(frozen=True)
+class Flops:
+    """FLOPs of some work for one microbatch, split like OpTimes."""
+
+    forward: float
+    backward_input: float
+    backward_weight: float
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.backward_input + self.backward_weight
+
+    def __add__(self, other: Flops) -> Flops:
+        return Flops(
+            self.forward + other.forward,
+            self.backward_input + other.backward_input,
+            self.backward_weight + other.backward_weight,
+        )
+
+    def scaled(self, factor: float) -> Flops:
+        return Flops(self.forward * factor, self.backward_input * factor, self.backward_weight * factor)
+
+
+def _ffn_matrices(model: ModelSpec) -> int:
+    return 3 if model.gated_ffn else 2
+
+
+def attention_matmul_flops(model: ModelSpec, tokens: int) -> float:
+    """Forward FLOPs of the attention projections: 2*T*h*(2*a*d + 2*g*d)."""
+    d = model.attention_head_dim
+    return 2.0 * tokens * model.hidden * (2 * model.heads * d + 2 * model.kv_heads * d)
+
+
+def attention_core_flops(model: ModelSpec, tokens: int, seq_len: int) -> float:
+    """Forward FLOPs of QK^T and AV: 4*T*s*a*d."""
+    return 4.0 * tokens * seq_len * model.heads * model.attention_head_dim
+
+
+def ffn_flops(model: ModelSpec, tokens: int, moe_layer: bool) -> float:
+    """Forward FLOPs of the FFN block: dense 2*T*h*f*nm; MoE 2*T*h*E + (k+e)*2*T*h*fe*nm."""
+    nm = _ffn_matrices(model)
+    if not moe_layer or model.moe is None:
+        return 2.0 * tokens * model.hidden * model.ffn_hidden * nm
+    moe = model.moe
+    router = 2.0 * tokens * model.hidden * moe.experts
+    return (
+        router + (moe.top_k + moe.shared_experts) * 2.0 * tokens * model.hidden * moe.expert_ffn_hidden * nm
+    )
+
+
+def layer_flops(
+    model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute, moe_layer: bool = False
+) -> Flops:
+    """One whole layer (all tp*cp GPUs together), one microbatch, incl. recomputation."""
+    tokens = micro_batch * seq_len
+    matmul = attention_matmul_flops(model, tokens) + ffn_flops(model, tokens, moe_layer)
+    core = attention_core_flops(model, tokens, seq_len)
+    recompute_flops = {Recompute.none: 0.0, Recompute.selective: core, Recompute.full: matmul + core}[
+        recompute
+    ]
+    return Flops(
+        forward=matmul + core, backward_input=matmul + 2 * core + recompute_flops, backward_weight=matmul
+    )
+
+
+def average_layer_flops(model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute) -> Flops:
+    """Dense and MoE layers weighted by their counts in the model."""
+    moe_share = len(model.moe_layer_indices()) / model.layers
+    dense = layer_flops(model, micro_batch, seq_len, recompute, moe_layer=False)
+    if moe_share == 0:
+        return dense
+    moe = layer_flops(model, micro_batch, seq_len, recompute, moe_layer=True)
+    return dense.scaled(1 - moe_share) + moe.scaled(moe_share)
+
+
+def lm_head_flops(model: ModelSpec, micro_batch: int, seq_len: int) -> Flops:
+    """LM head 2*T*h*V forward, the same for backward-input and backward-weight (loss FLOPs neglected)."""
+    f = 2.0 * micro_batch * seq_len * model.hidden * model.vocab
+    return Flops(f, f, f)
+
+
+def model_forward_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Forward FLOPs per token of the whole model without recompute (all layers + LM head)."""
+    layer = average_layer_flops(model, 1, seq_len, Recompute.none)
+    head = lm_head_flops(model, 1, seq_len)
+    return (layer.forward * model.layers + head.forward) / seq_len
+
+
+def model_flops_per_iteration(model: ModelSpec, seq_len: int, batch_sequences: int) -> float:
+    """3 x forward FLOPs (fwd + bwd-input + bwd-weight) of all layers and the head for the global batch;
+    ~6 * active params * tokens + attention; recompute not counted (the MFU numerator)."""
+    return 3.0 * model_forward_flops_per_token(model, seq_len) * seq_len * batch_sequences
+
+
+def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = False) -> float:
+    """HBM bytes moved by the memory-bound ops of one layer's forward (all GPUs of the layer together).
+
+    Elements read+written per token: 2 norms (2h each), 2 residual adds (3h each), RoPE on q and k
+    (2*(a+g)*d), activation (gated: read 2f' write f' = 3f'; else 2f'), f' = f or (k+e)*fe for MoE.
+    Times bytes_per_element (2). Backward is taken as 2x forward (read activations and gradients)."""
+    h, d = model.hidden, model.attention_head_dim
+    width = model.ffn_hidden
+    if moe_layer and model.moe is not None:
+        width = (model.moe.top_k + model.moe.shared_experts) * model.moe.expert_ffn_hidden
+    act = (3 if model.gated_ffn else 2) * width
+    elements = 4 * h + 6 * h + 2 * (model.heads + model.kv_heads) * d + act
+    return 2.0 * tokens * elements
+
+
+def flops_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int) -> float:
+    """FLOPs already divided per GPU / (peak_dense_tflops[precision] * 1e12 * eff(hidden/tp))."""
+    return flops / (gpu.peak_dense_tflops[precision] * 1e12 * gemm_efficiency(hidden, tp))
+
+
+def memory_time_s(nbytes: float, gpu: GPUType) -> float:
+    """Bytes / (hbm_tbyte_s * 1e12 * HBM_EFF)."""
+    return nbytes / (gpu.hbm_tbyte_s * 1e12 * HBM_EFF)

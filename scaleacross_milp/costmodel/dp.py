@@ -1,0 +1,111 @@
+"""Data-parallel synchronisation: intra-building exposed time per layer, and what crosses buildings.
+
+Intra-building (hierarchical inside one building): a collective over the building's DP members runs
+reduce-scatter / all-gather inside each pod at NIC bandwidth B and the cross-pod part (an all-reduce of the
+1/n_pod shard over the pods) at B / oversubscription, when the group spans pods.
+
+Exposure (overlap assumptions):
+  DDP            the final gradient all-reduce of the last microbatch is exposed (no overlap with backward
+                 credited: conservative; bucketed overlap would hide part of it)
+  FSDP (reshard) parameter all-gathers are prefetched behind compute; only the final reduce-scatter is exposed
+  fsdp-no-reshard the final gradient reduce-scatter is exposed
+  HSDP           the final reduce-scatter over the shard group (inside the building) is exposed; the
+                 cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scaleacross_milp.costmodel.comm import AlphaBetaModel, Collective, Tier
+from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Building
+
+
+@dataclass(frozen=True)
+class CrossPhases:
+    """Cross-building DP traffic per step, in units of one gradient copy (grad_bytes_per_layer_per_cell).
+
+    bytes crossing per step = (gather_phases * gather_bytes_per_grad_byte + reduce_phases) x gradient bytes
+    (each phase being a ring reduce-scatter or all-gather over the buildings' replicas).
+      DDP / HSDP       1 all-gather of gradients (ratio 1) + 1 reduce-scatter   (= one all-reduce)
+      fsdp-no-reshard  1 all-gather of beta-byte params (ratio beta/grad_bytes) + 1 reduce-scatter of grads
+      fsdp             2*m all-gathers of params (forward and backward of every microbatch) + 1 reduce-scatter
+    """
+
+    gather_phases: int
+    gather_bytes_per_grad_byte: float
+    reduce_phases: int
+
+    @property
+    def grad_copies(self) -> float:
+        """Total bytes moved per phase-unit, as multiples of the gradient bytes."""
+        return self.gather_phases * self.gather_bytes_per_grad_byte + self.reduce_phases
+
+
+def dp_cross_phases(
+    variant: DPVariant, microbatches: int, grad_bytes_per_param: float = 4.0, bytes_per_element: float = 2.0
+) -> CrossPhases:
+    """Phases of DP synchronisation that cross buildings per step (see CrossPhases)."""
+    param_ratio = bytes_per_element / grad_bytes_per_param
+    if variant.mode in (DPMode.ddp, DPMode.hsdp):
+        return CrossPhases(1, 1.0, 1)
+    if variant.mode is DPMode.fsdp_no_reshard:
+        return CrossPhases(1, param_ratio, 1)
+    return CrossPhases(2 * microbatches, param_ratio, 1)
+
+
+def hierarchical_time_s(
+    comm: AlphaBetaModel,
+    collective: Collective,
+    ranks: int,
+    nbytes: float,
+    ranks_per_pod: int,
+    oversubscription: float,
+    tier: Tier = "fabric",
+) -> float:
+    """`collective` over `ranks` fabric ranks, hierarchical when they span pods: in-pod collective over
+    min(ranks, ranks_per_pod) ranks at B, plus an all-reduce (reduce-scatter or all-gather for those
+    collectives) of the nbytes/n_pod shard over the pods at B/oversubscription."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    in_pod = max(1, min(ranks, ranks_per_pod))
+    t = comm.time_s(collective, tier, in_pod, nbytes)
+    pods = math.ceil(ranks / in_pod)
+    if pods > 1:
+        shard = nbytes / in_pod
+        t += comm.time_s(collective, "fabric", pods, shard) * oversubscription
+    return t
+
+
+def dp_intra_s_per_layer(
+    comm: AlphaBetaModel,
+    shape: Shape,
+    building: Building,
+    variant: DPVariant,
+    dense_grad_bytes: float,
+    expert_grad_bytes: float,
+    nvlink_domain_gpus: int = 8,
+) -> float:
+    """Exposed intra-building DP time per layer held, per step. `*_grad_bytes` are one GPU's gradient bytes
+    of the layer (dense split over tp, experts over tp*ep). The DP group (dp*cp dense, dp*cp/ep experts; the
+    HSDP shard group divides by replicas) is capped at the DP members that fit in the building; it runs over
+    NVLink when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain."""
+    r = variant.replicas if variant.mode is DPMode.hsdp else 1
+    members_in_building = max(1, building.gpus // (shape.tp * shape.pp))  # DP x CP ranks of one stage slot
+    ranks_per_pod = max(1, (building.pod_gpus or building.gpus) // (shape.tp * shape.pp))
+    collective: Collective = "all_reduce" if variant.mode is DPMode.ddp else "reduce_scatter"
+    total = 0.0
+    for nbytes, group in (
+        (dense_grad_bytes, shape.dp * shape.cp),
+        (expert_grad_bytes, shape.dp * shape.cp // shape.ep),
+    ):
+        n = min(max(1, group // r) if variant.mode is DPMode.hsdp else group, members_in_building)
+        tier: Tier = "nvlink" if n * shape.tp * shape.pp <= nvlink_domain_gpus else "fabric"
+        total += hierarchical_time_s(
+            comm, collective, n, nbytes, ranks_per_pod, building.oversubscription, tier
+        )
+    return total

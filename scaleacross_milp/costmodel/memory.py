@@ -1,0 +1,167 @@
+"""Parameter counts, per-GPU state bytes under each DP variant, and activation bytes.
+
+Parameters per layer (a heads, g kv_heads, d head_dim, nm = 3 gated / 2 plain FFN matrices):
+  attention  h*(2*a*d + 2*g*d) + 2*h (two norms)
+  dense FFN  nm*h*f
+  MoE layer  router h*E + shared nm*h*fe*e  ("dense" part, replicated over EP)  +  routed nm*h*fe*E ("expert")
+Dense params are split over tp; expert params over tp*ep (an EP rank holds E/ep experts, each split over tp).
+
+State bytes per parameter: weights beta (2) + grad_bytes_per_param + optimizer_bytes_per_param.
+  DDP              everything replicated
+  FSDP             everything sharded over N = dp*cp (dense) or dp*cp/ep (experts)
+  fsdp-no-reshard  weights unsharded after forward (full beta), grads + optimizer sharded over N
+  HSDP (r)         like FSDP with shard group N/r
+FSDP/HSDP also hold transient unsharded buffers: ~2 layers of weights (current + prefetched) and one layer of
+unsharded gradients; these are per GPU, not per layer (`fsdp_transient_bytes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.training import Recompute, Training
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """Parameters of one layer: `dense` (replicated over EP) and `expert` (routed experts, split over EP)."""
+
+    dense: float
+    expert: float
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def attention_params(model: ModelSpec) -> float:
+    d = model.attention_head_dim
+    return model.hidden * (2 * model.heads * d + 2 * model.kv_heads * d) + 2 * model.hidden
+
+
+def layer_params(model: ModelSpec, moe_layer: bool = False) -> LayerParams:
+    nm = 3 if model.gated_ffn else 2
+    attn = attention_params(model)
+    if not moe_layer or model.moe is None:
+        return LayerParams(dense=attn + nm * model.hidden * model.ffn_hidden, expert=0.0)
+    moe = model.moe
+    ffn_e = nm * model.hidden * moe.expert_ffn_hidden
+    return LayerParams(
+        dense=attn + model.hidden * moe.experts + moe.shared_experts * ffn_e, expert=moe.experts * ffn_e
+    )
+
+
+def average_layer_params(model: ModelSpec) -> LayerParams:
+    """Dense/MoE layers weighted by their counts."""
+    share = len(model.moe_layer_indices()) / model.layers
+    d, m = layer_params(model, False), layer_params(model, True)
+    return LayerParams(dense=(1 - share) * d.dense + share * m.dense, expert=share * m.expert)
+
+
+def embedding_params(model: ModelSpec) -> float:
+    """V*h (vocab-parallel over tp)."""
+    return float(model.vocab * model.hidden)
+
+
+def head_params(model: ModelSpec, pp: int) -> float:
+    """V*h plus the final norm; a tied head shares the embedding unless pp > 1 (then the last stage keeps
+    its own copy, as Megatron-LM does)."""
+    if model.tied_embeddings and pp == 1:
+        return float(model.hidden)
+    return float(model.vocab * model.hidden + model.hidden)
+
+
+def total_params(model: ModelSpec) -> float:
+    """All parameters (embedding + layers + head, untied)."""
+    layers = sum(layer_params(model, i in set(model.moe_layer_indices())).total for i in range(model.layers))
+    return layers + embedding_params(model) + head_params(model, pp=1 if model.tied_embeddings else 2)
+
+
+def dp_group(shape: Shape) -> int:
+    """Ranks sharing a dense parameter shard: N = dp*cp."""
+    return shape.dp * shape.cp
+
+
+def shard_groups(shape: Shape, variant: DPVariant) -> tuple[float, float]:
+    """(dense shard group, expert shard group) for sharded variants: N/r and N/(ep*r)."""
+    r = variant.replicas if variant.mode is DPMode.hsdp else 1
+    n = dp_group(shape)
+    return n / r, max(1.0, n / (shape.ep * r))
+
+
+def state_bytes(dense: float, expert: float, shape: Shape, training: Training, variant: DPVariant) -> float:
+    """Per-GPU weights+grads+optimizer bytes for `dense` params (split over tp) and `expert` params (split
+    over tp*ep), formulas in the module docstring (transient FSDP buffers excluded)."""
+    beta, g, o = training.bytes_per_element, training.grad_bytes_per_param, training.optimizer_bytes_per_param
+    d_gpu, e_gpu = dense / shape.tp, expert / (shape.tp * shape.ep)
+    if variant.mode is DPMode.ddp:
+        return (d_gpu + e_gpu) * (beta + g + o)
+    nd, ne = shard_groups(shape, variant)
+    if variant.mode is DPMode.fsdp_no_reshard:
+        return (d_gpu + e_gpu) * beta + (d_gpu / nd + e_gpu / ne) * (g + o)
+    return (d_gpu / nd + e_gpu / ne) * (beta + g + o)
+
+
+def layer_state_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
+    p = average_layer_params(model)
+    return state_bytes(p.dense, p.expert, shape, training, variant)
+
+
+def fsdp_transient_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
+    """Unsharded buffers of FSDP/HSDP per GPU: 2 layers of weights (beta) + 1 layer of gradients, using the
+    largest layer (MoE if any). 0 for DDP and fsdp-no-reshard (weights already counted unsharded)."""
+    if variant.mode in (DPMode.ddp, DPMode.fsdp_no_reshard):
+        return 0.0
+    layers = [layer_params(model, False)] + ([layer_params(model, True)] if model.moe is not None else [])
+    per_gpu = max(lp.dense / shape.tp + lp.expert / (shape.tp * shape.ep) for lp in layers)
+    return per_gpu * (2 * training.bytes_per_element + training.grad_bytes_per_param)
+
+
+def _attention_block_elements(model: ModelSpec) -> float:
+    """Korthikanti's 11h for MHA, generalised: norm output 2h, Q 2ad, K and V 4gd, projection input 2ad,
+    dropout mask h (bytes per token)."""
+    d = model.attention_head_dim
+    return 3 * model.hidden + 4 * model.heads * d + 4 * model.kv_heads * d
+
+
+def _mlp_block_bytes(model: ModelSpec, moe_layer: bool) -> float:
+    """Korthikanti's 19h for a 4h GeLU MLP: input 2h, fc1 output 2f, activation output 2f, mask h; gated:
+    gate and up outputs 4f + product 2f. MoE: the per-token FFN part repeats for each of the k + e experts
+    a token visits (router logits neglected)."""
+    width, copies = model.ffn_hidden, 1
+    if moe_layer and model.moe is not None:
+        width, copies = model.moe.expert_ffn_hidden, model.moe.top_k + model.moe.shared_experts
+    inner = (6 if model.gated_ffn else 4) * width
+    return 3 * model.hidden + copies * inner
+
+
+def layer_activation_bytes(
+    model: ModelSpec, shape: Shape, seq_len: int, recompute: Recompute, moe_layer: bool = False
+) -> float:
+    """Bytes one GPU keeps for one layer and one in-flight microbatch (Korthikanti et al. 2022, sequence
+    parallel): none sbh(34/t + 5as/(ht)); selective sbh*34/t; full 2sbh/t; 34h generalised to
+    attention + MLP + 4h (norms) per token; all divided by cp (the sequence is split over cp ranks)."""
+    b, s, t, cp, h = shape.micro_batch, seq_len, shape.tp, shape.cp, model.hidden
+    if recompute is Recompute.full:
+        return 2.0 * s * b * h / t / cp
+    per_token = _attention_block_elements(model) + _mlp_block_bytes(model, moe_layer) + 4 * h
+    linear = s * b * per_token / t
+    core = 5.0 * model.heads * s * s * b / t if recompute is Recompute.none else 0.0
+    return (linear + core) / cp
+
+
+def average_activation_bytes(model: ModelSpec, shape: Shape, seq_len: int, recompute: Recompute) -> float:
+    share = len(model.moe_layer_indices()) / model.layers
+    dense = layer_activation_bytes(model, shape, seq_len, recompute, False)
+    if share == 0:
+        return dense
+    return (1 - share) * dense + share * layer_activation_bytes(model, shape, seq_len, recompute, True)
+
+
+def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int) -> float:
+    """Last-stage logits buffer per GPU: b*s*V/(tp*cp) * (2 bf16 logits + 4 fp32 softmax/grad) bytes."""
+    return shape.micro_batch * seq_len * model.vocab / (shape.tp * shape.cp) * 6.0
