@@ -1,0 +1,83 @@
+import pytest
+
+from scaleacross_milp.costmodel import compute, memory
+from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.training import Recompute, Training
+
+
+def test_dense_layer_flops_by_hand(llama8b):
+    # T = 1*8192; QKV+out = 4096*(2*32*128 + 2*8*128) = 4096*10240 = 41,943,040 params
+    # FFN = 3*4096*14336 = 176,160,768 params -> matmul fwd = 2*8192*218,103,808 = 3.5734e12
+    # core = 4*8192*8192*32*128 = 2.7488e11
+    f = compute.layer_flops(llama8b, 1, 8192, Recompute.none)
+    matmul = 2 * 8192 * (4096 * 10240 + 3 * 4096 * 14336)
+    core = 4 * 8192 * 8192 * 32 * 128
+    assert f.forward == pytest.approx(matmul + core)
+    assert f.backward_weight == pytest.approx(matmul)
+    assert f.backward_input == pytest.approx(matmul + 2 * core)
+
+
+def test_recompute_adds_forward(llama8b):
+    none = compute.layer_flops(llama8b, 1, 8192, Recompute.none)
+    sel = compute.layer_flops(llama8b, 1, 8192, Recompute.selective)
+    full = compute.layer_flops(llama8b, 1, 8192, Recompute.full)
+    core = 4 * 8192 * 8192 * 32 * 128
+    assert sel.backward_input - none.backward_input == pytest.approx(core)
+    assert full.backward_input - none.backward_input == pytest.approx(none.forward)
+
+
+def test_six_n_tokens_sanity():
+    # short sequences make attention negligible: model FLOPs ~ 6 * params(excluding embedding lookup) * tokens
+    model = ModelSpec(name="m", layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=128256)
+    tokens = 128 * 1024
+    flops = compute.model_flops_per_iteration(model, 128, 1024)
+    params = 32 * memory.layer_params(model).total + memory.head_params(model, 2)
+    assert flops == pytest.approx(6 * params * tokens, rel=0.03)
+
+
+def test_moe_layer_uses_active_experts():
+    moe = dict(experts=8, top_k=2, expert_ffn_hidden=14336)
+    model = ModelSpec(name="mx", layers=4, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000, moe=moe)
+    dense = compute.ffn_flops(model, 1000, moe_layer=False)
+    sparse = compute.ffn_flops(model, 1000, moe_layer=True)
+    assert sparse == pytest.approx(2 * dense + 2 * 1000 * 4096 * 8)  # 2 active experts + router
+    p = memory.layer_params(model, moe_layer=True)
+    assert p.expert == 8 * 3 * 4096 * 14336
+
+
+def test_efficiency_falls_with_small_per_gpu_matrices():
+    assert compute.gemm_efficiency(8192, 1) > compute.gemm_efficiency(8192, 8) > compute.gemm_efficiency(1024, 8)
+    assert compute.gemm_efficiency(10**9, 1) == pytest.approx(compute.GEMM_EFF_MAX, rel=1e-3)
+
+
+def test_activation_bytes_match_korthikanti():
+    # GPT-3 175B: MHA, 4h GeLU MLP -> Korthikanti's 34 sbh/t + 5 a s^2 b/t (sequence parallel)
+    gpt = ModelSpec(name="g", layers=96, hidden=12288, ffn_hidden=49152, heads=96, kv_heads=96, vocab=51200,
+                    gated_ffn=False)
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    shape = Shape(tp=t, pp=8, dp=1, micro_batch=b, microbatches=64)
+    none = memory.layer_activation_bytes(gpt, shape, s, Recompute.none)
+    assert none == pytest.approx(s * b * h * (34 / t + 5 * a * s / (h * t)))
+    assert memory.layer_activation_bytes(gpt, shape, s, Recompute.selective) == pytest.approx(s * b * h * 34 / t)
+    assert memory.layer_activation_bytes(gpt, shape, s, Recompute.full) == pytest.approx(2 * s * b * h / t)
+    cp2 = Shape(tp=t, cp=2, pp=8, dp=1, micro_batch=b, microbatches=64)
+    assert memory.layer_activation_bytes(gpt, cp2, s, Recompute.selective) == pytest.approx(s * b * h * 17 / t)
+
+
+def test_fsdp_state_is_ddp_over_n(llama8b):
+    training = Training(seq_len=8192, global_batch_sequences=64)
+    shape = Shape(tp=2, cp=2, pp=1, dp=16, micro_batch=1, microbatches=4)
+    ddp = memory.layer_state_bytes(llama8b, shape, training, DPVariant(DPMode.ddp))
+    fsdp = memory.layer_state_bytes(llama8b, shape, training, DPVariant(DPMode.fsdp))
+    hsdp = memory.layer_state_bytes(llama8b, shape, training, DPVariant(DPMode.hsdp, 4))
+    nors = memory.layer_state_bytes(llama8b, shape, training, DPVariant(DPMode.fsdp_no_reshard))
+    assert fsdp == pytest.approx(ddp / 32)  # N = dp*cp
+    assert hsdp == pytest.approx(ddp / 8)
+    per_gpu = memory.layer_params(llama8b).total / 2
+    assert ddp == pytest.approx(per_gpu * 18)  # 2 + 4 + 12 bytes
+    assert nors == pytest.approx(per_gpu * (2 + 16 / 32))
+    assert memory.fsdp_transient_bytes(llama8b, shape, training, DPVariant(DPMode.fsdp)) > 0
+    assert memory.fsdp_transient_bytes(llama8b, shape, training, DPVariant(DPMode.ddp)) == 0
