@@ -21,6 +21,13 @@ def make_instance(recompute: str = "selective", model: dict | None = None) -> In
             model=model or LLAMA3_8B,
             training=dict(seq_len=8192, global_batch_sequences=256, recompute=recompute),
             gpu_types={"h100": H100},
-            topology=dict(buildings=[dict(name="b", gpus=1024, gpu_type="h100", pod_gpus=512, oversubscription=4)]),
+            topology=dict(
+                buildings=[dict(name="b", gpus=1024, gpu_type="h100", pod_gpus=512, oversubscription=4)]
+            ),
         )
     )
+
+
+@pytest.fixture
+def instance_factory():
+    return make_instance

@@ -40,7 +40,9 @@ def test_six_n_tokens_sanity():
 
 def test_moe_layer_uses_active_experts():
     moe = dict(experts=8, top_k=2, expert_ffn_hidden=14336)
-    model = ModelSpec(name="mx", layers=4, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000, moe=moe)
+    model = ModelSpec(
+        name="mx", layers=4, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000, moe=moe
+    )
     dense = compute.ffn_flops(model, 1000, moe_layer=False)
     sparse = compute.ffn_flops(model, 1000, moe_layer=True)
     assert sparse == pytest.approx(2 * dense + 2 * 1000 * 4096 * 8)  # 2 active experts + router
@@ -49,22 +51,36 @@ def test_moe_layer_uses_active_experts():
 
 
 def test_efficiency_falls_with_small_per_gpu_matrices():
-    assert compute.gemm_efficiency(8192, 1) > compute.gemm_efficiency(8192, 8) > compute.gemm_efficiency(1024, 8)
+    assert (
+        compute.gemm_efficiency(8192, 1) > compute.gemm_efficiency(8192, 8) > compute.gemm_efficiency(1024, 8)
+    )
     assert compute.gemm_efficiency(10**9, 1) == pytest.approx(compute.GEMM_EFF_MAX, rel=1e-3)
 
 
 def test_activation_bytes_match_korthikanti():
     # GPT-3 175B: MHA, 4h GeLU MLP -> Korthikanti's 34 sbh/t + 5 a s^2 b/t (sequence parallel)
-    gpt = ModelSpec(name="g", layers=96, hidden=12288, ffn_hidden=49152, heads=96, kv_heads=96, vocab=51200,
-                    gated_ffn=False)
+    gpt = ModelSpec(
+        name="g",
+        layers=96,
+        hidden=12288,
+        ffn_hidden=49152,
+        heads=96,
+        kv_heads=96,
+        vocab=51200,
+        gated_ffn=False,
+    )
     s, b, h, a, t = 2048, 1, 12288, 96, 8
     shape = Shape(tp=t, pp=8, dp=1, micro_batch=b, microbatches=64)
     none = memory.layer_activation_bytes(gpt, shape, s, Recompute.none)
     assert none == pytest.approx(s * b * h * (34 / t + 5 * a * s / (h * t)))
-    assert memory.layer_activation_bytes(gpt, shape, s, Recompute.selective) == pytest.approx(s * b * h * 34 / t)
+    assert memory.layer_activation_bytes(gpt, shape, s, Recompute.selective) == pytest.approx(
+        s * b * h * 34 / t
+    )
     assert memory.layer_activation_bytes(gpt, shape, s, Recompute.full) == pytest.approx(2 * s * b * h / t)
     cp2 = Shape(tp=t, cp=2, pp=8, dp=1, micro_batch=b, microbatches=64)
-    assert memory.layer_activation_bytes(gpt, cp2, s, Recompute.selective) == pytest.approx(s * b * h * 17 / t)
+    assert memory.layer_activation_bytes(gpt, cp2, s, Recompute.selective) == pytest.approx(
+        s * b * h * 17 / t
+    )
 
 
 def test_fsdp_state_is_ddp_over_n(llama8b):

@@ -1,0 +1,65 @@
+import pytest
+
+from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+
+VARIANTS = [DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp), DPVariant(DPMode.hsdp, 2)]
+
+
+@pytest.fixture
+def costs(instance_factory):
+    def build(tp=1, recompute="selective"):
+        shape = Shape(tp=tp, pp=2, dp=8, micro_batch=1, microbatches=8)
+        return build_shape_costs(instance_factory(recompute), shape, VARIANTS)
+
+    return build
+
+
+def test_higher_tp_lowers_layer_time(costs):
+    t1, t4 = costs(1).per_gpu_type["h100"], costs(4).per_gpu_type["h100"]
+    assert t4.layer.total_s < t1.layer.total_s
+    assert t4.layer_comm_s > 0 == t1.layer_comm_s
+    assert t4.layer.total_s > t1.layer.total_s / 4  # TP is not free
+
+
+def test_full_recompute_costs_more_and_saves_memory(costs):
+    none, full = costs(2, "none"), costs(2, "full")
+    assert full.per_gpu_type["h100"].layer.backward_input_s > none.per_gpu_type["h100"].layer.backward_input_s
+    assert full.per_gpu_type["h100"].layer.forward_s == pytest.approx(
+        none.per_gpu_type["h100"].layer.forward_s
+    )
+    assert full.activation_bytes_per_layer < none.activation_bytes_per_layer / 10
+
+
+def test_tables_are_consistent(costs):
+    c = costs(2)
+    g = c.per_gpu_type["h100"]
+    ddp, fsdp = DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp)
+    assert c.layer_state_bytes[fsdp] < c.layer_state_bytes[ddp]
+    assert g.optimizer_s_per_layer[fsdp] < g.optimizer_s_per_layer[ddp]
+    assert g.dp_intra_s_per_layer[ddp] > g.dp_intra_s_per_layer[fsdp] > 0  # all-reduce vs reduce-scatter
+    assert c.p2p_bytes == 8192 * 4096 * 2
+    assert c.stage_fixed_bytes[fsdp] > 0 == c.stage_fixed_bytes[ddp]
+    assert g.last_stage_extra.total_s > g.first_stage_extra.total_s > 0
+    assert g.hbm_usable_bytes == pytest.approx(80 * 2**30 * 0.92)
+    # 8B params, 256 x 8192 tokens: 6 N D ~ 1.0e17 plus attention
+    assert 6 * 7.5e9 * 256 * 8192 < c.model_flops_per_iteration < 6 * 8.0e9 * 256 * 8192 * 1.4
+
+
+def test_moe_shape_prices_ep(instance_factory):
+    moe_model = dict(
+        name="mx",
+        layers=8,
+        hidden=4096,
+        ffn_hidden=14336,
+        heads=32,
+        kv_heads=8,
+        vocab=32000,
+        moe=dict(experts=8, top_k=2, expert_ffn_hidden=14336),
+    )
+    inst = instance_factory(model=moe_model)
+    ep1 = build_shape_costs(inst, Shape(tp=2, pp=1, dp=8, micro_batch=1, microbatches=4), VARIANTS)
+    ep4 = build_shape_costs(inst, Shape(tp=2, ep=4, pp=1, dp=8, micro_batch=1, microbatches=4), VARIANTS)
+    assert ep4.per_gpu_type["h100"].layer_comm_s > ep1.per_gpu_type["h100"].layer_comm_s
+    assert ep4.layer_state_bytes[VARIANTS[0]] < ep1.layer_state_bytes[VARIANTS[0]]
