@@ -71,6 +71,7 @@ class Breakdown(Contract):
     """Iteration time decomposed (seconds); the parts add up to `iteration_s`."""
 
     compute_s: NonNegativeFloat
+    exposed_tp_ep_s: NonNegativeFloat = Field(description="TP / CP / EP collectives inside the building")
     bubble_s: NonNegativeFloat
     exposed_pp_s: NonNegativeFloat
     exposed_dp_s: NonNegativeFloat

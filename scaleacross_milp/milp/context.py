@@ -1,0 +1,74 @@
+"""Everything one shape's MILP needs, precomputed from the instance and the cost model (plain numbers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.network import link_efficiency
+from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
+from scaleacross_milp.milp.routes import RouteTable
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Transport
+
+
+def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> list[DPVariant]:
+    """DP variants for a shape: HSDP with r replica groups for every r in 2..buildings dividing the cells
+    per stage (r = 1 would be FSDP); the other modes once."""
+    variants = []
+    for mode in modes:
+        if mode is DPMode.hsdp:
+            variants += [DPVariant(mode, r) for r in range(2, buildings + 1) if cells_per_stage % r == 0]
+        else:
+            variants.append(DPVariant(mode))
+    return variants
+
+
+@dataclass(frozen=True)
+class ShapeContext:
+    instance: Instance
+    shape: Shape
+    costs: ShapeCosts
+    routes: RouteTable
+    options: list[ScheduleOption]
+    variants: list[DPVariant]
+
+    @property
+    def buildings(self) -> list[str]:
+        return self.routes.buildings
+
+    def gpu(self, building: str) -> GPUCosts:
+        return self.costs.per_gpu_type[self.instance.topology.building(building).gpu_type]
+
+    def max_cells(self, building: str) -> int:
+        """Stage cells that fit in a building, capped by the cells one stage needs."""
+        return min(self.shape.cells_per_stage, self.instance.topology.building(building).gpus // self.shape.cell_gpus)
+
+    @property
+    def flows_per_crossing(self) -> int:
+        """Concurrent GPU-to-GPU connections one stage cell opens across a boundary."""
+        return self.shape.cell_gpus
+
+    @cached_property
+    def efficiency(self) -> dict[tuple[int, Transport], float]:
+        """Effective fraction of each link's capacity under each transport it supports."""
+        return {
+            (i, transport): link_efficiency(link, transport, self.flows_per_crossing)
+            for i, link in enumerate(self.routes.links)
+            for transport in link.transports
+        }
+
+    @property
+    def homogeneous(self) -> bool:
+        return len({self.instance.topology.building(b).gpu_type for b in self.buildings}) == 1
+
+
+def shape_context(instance: Instance, shape: Shape, routes: RouteTable) -> ShapeContext:
+    """Price a shape: its schedule options, DP variants and cost table."""
+    search = instance.search
+    options = schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches)
+    variants = dp_variants(search.dp_modes, shape.cells_per_stage, len(routes.buildings))
+    return ShapeContext(instance, shape, build_shape_costs(instance, shape, variants), routes, options, variants)

@@ -1,0 +1,183 @@
+"""Read a solved shape MILP back into the plan contract, with the breakdown and a short explanation."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.iteration import backward_share
+from scaleacross_milp.milp.formulation.pipeline import stage_time_terms
+from scaleacross_milp.milp.formulation.traffic import GB
+from scaleacross_milp.spec.plan import (
+    Breakdown,
+    LinkUse,
+    PipelineRoute,
+    Plan,
+    Prediction,
+    SolveStats,
+    StagePlacement,
+)
+
+
+def _val(component) -> float:
+    return float(pyo.value(component))
+
+
+def _chosen(indexed, keys) -> int:
+    return max(keys, key=lambda key: _val(indexed[key]))
+
+
+def pipeline_routes(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[PipelineRoute]:
+    """Decompose the stage-to-stage flows into building sequences with pipeline counts."""
+    paths: Counter[tuple[str, ...]] = Counter(
+        {(k,): round(_val(m.x[0, k])) for k in ctx.buildings if round(_val(m.x[0, k]))}
+    )
+    for b in range(ctx.shape.pp - 1):
+        left = {(k, k2): round(_val(m.f[b, k, k2])) for k in ctx.buildings for k2 in ctx.buildings}
+        extended: Counter[tuple[str, ...]] = Counter()
+        for path, count in paths.items():
+            for k2 in ctx.buildings:
+                take = min(count, left[path[-1], k2])
+                if take:
+                    extended[path + (k2,)] += take
+                    left[path[-1], k2] -= take
+                    count -= take
+        paths = extended
+    return [PipelineRoute(buildings=list(path), pipelines=count * ctx.shape.ep) for path, count in sorted(paths.items())]
+
+
+def link_uses(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[LinkUse]:
+    uses = []
+    for i, link in enumerate(ctx.routes.links):
+        transport = _chosen(m.z, [(i, t) for t in link.transports])[1]
+        pp = max(_val(m.pp[i, d]) for d in (1, -1)) * ctx.shape.microbatches
+        dp = max(_val(m.dp[i, d]) for d in (1, -1))
+        busy = (pp + dp) * GB / (link.capacity_byte_s * ctx.efficiency[i, transport])
+        uses.append(LinkUse(a=link.a, b=link.b, transport=transport, efficiency=ctx.efficiency[i, transport],
+                            pp_gbyte=pp, dp_gbyte=dp, busy_s=busy))
+    return uses
+
+
+def held(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[tuple[int, str]]:
+    return [(j, k) for j in range(ctx.shape.pp) for k in ctx.buildings if round(_val(m.x[j, k])) > 0]
+
+
+def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[LinkUse]) -> Breakdown:
+    """Split the iteration time: the slowest stage's own work over m microbatches, its TP/EP share, the
+    schedule's bubble, what pipeline sends and DP sync add, and the optimizer step. A link-bound remainder is
+    charged to whichever traffic dominates the busiest link."""
+    opt, mb = ctx.options[option], ctx.shape.microbatches
+    slowest = max(
+        (per_layer * round(_val(m.n[j])) + fixed, ctx.gpu(k))
+        for j, k in held(m, ctx)
+        for per_layer, fixed in [stage_time_terms(ctx, j, k)]
+    )
+    stage_s, gpu = slowest
+    comm_share = gpu.layer_comm_s / gpu.layer.total_s
+    cycle, total = _val(m.cycle), sum(_val(m.Cst[j]) for j in m.J)
+    bubble = opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle)
+    wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
+    latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
+    pipe = mb * cycle + bubble + 2 * latency
+    dp = max(0.0, _val(m.dpi) + _val(m.dpx) - backward_share(ctx) * _val(m.Cst[0]))
+    optimizer = _val(m.opt)
+    exposed_pp = max(0.0, pipe - mb * stage_s - bubble)
+    remainder = max(0.0, _val(m.T) - pipe - dp - optimizer)
+    busiest = max(links, key=lambda use: use.busy_s, default=None)
+    if busiest is not None and busiest.pp_gbyte >= busiest.dp_gbyte:
+        exposed_pp += remainder
+    else:
+        dp += remainder
+    return Breakdown(compute_s=mb * stage_s * (1 - comm_share), exposed_tp_ep_s=mb * stage_s * comm_share,
+                     bubble_s=bubble, exposed_pp_s=exposed_pp, exposed_dp_s=dp, optimizer_s=optimizer)
+
+
+def layout_pattern(stages: list[StagePlacement], pipelines: list[PipelineRoute]) -> str:
+    used = {k for stage in stages for k in stage.cells_per_building}
+    if len(used) == 1:
+        return "single-building"
+    if all(len(set(route.buildings)) == 1 for route in pipelines):
+        return "DP-out (whole pipelines per building; only DP synchronisation crosses)"
+    if all(len(stage.cells_per_building) == 1 for stage in stages):
+        return "PP-out (each stage in one building; only pipeline activations cross)"
+    return "hybrid (pipelines and DP groups both cross buildings)"
+
+
+def explain(plan_parts: dict, links: list[LinkUse], parts: Breakdown, iteration_s: float) -> list[str]:
+    stages, pipelines = plan_parts["stages"], plan_parts["pipelines"]
+    lines = [f"Layout: {layout_pattern(stages, pipelines)}."]
+    busiest = max(links, key=lambda use: use.busy_s, default=None)
+    if busiest is not None and busiest.busy_s >= 0.999 * iteration_s:
+        lines.append(
+            f"Bottleneck: link {busiest.a}-{busiest.b} is busy the whole iteration ({busiest.busy_s:.3f} s) carrying "
+            f"{busiest.pp_gbyte:.1f} GB of pipeline and {busiest.dp_gbyte:.1f} GB of DP traffic at "
+            f"{busiest.efficiency:.0%} effective capacity ({busiest.transport.value})."
+        )
+    else:
+        parts_by_size = sorted(
+            [("compute", parts.compute_s), ("TP/CP/EP communication", parts.exposed_tp_ep_s),
+             ("pipeline bubble", parts.bubble_s), ("exposed pipeline sends and latency", parts.exposed_pp_s),
+             ("exposed DP synchronisation", parts.exposed_dp_s), ("optimizer step", parts.optimizer_s)],
+            key=lambda item: -item[1],
+        )
+        slow = plan_parts["slowest"]
+        lines.append(
+            f"Bottleneck: stage {slow[0]} in {slow[1]} ({slow[2]} layers) sets the pipeline cycle; after "
+            f"{parts_by_size[0][0]} ({parts_by_size[0][1]:.3f} s) the largest cost is {parts_by_size[1][0]} "
+            f"({parts_by_size[1][1]:.3f} s)."
+        )
+        if busiest is not None and busiest.busy_s > 0:
+            lines.append(
+                f"Busiest link {busiest.a}-{busiest.b}: {busiest.pp_gbyte:.1f} GB pipeline + {busiest.dp_gbyte:.1f} GB "
+                f"DP per iteration, busy {busiest.busy_s / iteration_s:.0%} of the iteration."
+            )
+    return lines
+
+
+def extract_plan(m: pyo.ConcreteModel, ctx: ShapeContext, stats: SolveStats) -> Plan:
+    option = _chosen(m.u, list(m.O))
+    variant = ctx.variants[_chosen(m.w, list(m.V))]
+    stages = [
+        StagePlacement(
+            stage=j, layers=round(_val(m.n[j])),
+            cells_per_building={k: round(_val(m.x[j, k])) for k in ctx.buildings if round(_val(m.x[j, k]))},
+        )
+        for j in range(ctx.shape.pp)
+    ]
+    pipelines = pipeline_routes(m, ctx)
+    links = link_uses(m, ctx)
+    parts = breakdown(m, ctx, option, links)
+    iteration = (parts.compute_s + parts.exposed_tp_ep_s + parts.bubble_s + parts.exposed_pp_s
+                 + parts.exposed_dp_s + parts.optimizer_s)
+    slowest = max(held(m, ctx), key=lambda jk: _val(m.n[jk[0]]) * ctx.gpu(jk[1]).layer.total_s
+                  + stage_time_terms(ctx, *jk)[1])
+    tokens = ctx.instance.training.batch_sequences * ctx.instance.training.seq_len
+    peak = sum(
+        count * ctx.shape.cell_gpus
+        * ctx.instance.gpu_type_of(k).peak_dense_tflops[ctx.instance.training.precision] * 1e12
+        for stage in stages for k, count in stage.cells_per_building.items()
+    )
+    option_spec = ctx.options[option]
+    return Plan(
+        instance=ctx.instance.name,
+        shape=ctx.shape,
+        schedule=option_spec.schedule,
+        interleave=option_spec.chunks,
+        dp_mode=variant.mode,
+        hsdp_replicas=variant.replicas if variant.mode.value == "hsdp" else None,
+        stages=stages,
+        pipelines=pipelines,
+        links=links,
+        prediction=Prediction(
+            iteration_s=iteration, breakdown=parts, tokens_per_s=tokens / iteration,
+            mfu=ctx.costs.model_flops_per_iteration / (iteration * peak),
+        ),
+        solve=stats,
+        explanation=explain(
+            {"stages": stages, "pipelines": pipelines,
+             "slowest": (slowest[0], slowest[1], round(_val(m.n[slowest[0]])))},
+            links, parts, iteration,
+        ),
+    )

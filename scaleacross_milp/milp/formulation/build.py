@@ -1,0 +1,50 @@
+"""Assemble one shape's MILP from its concerns, with big-M constants derived from valid variable bounds."""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.choices import add_choices
+from scaleacross_milp.milp.formulation.iteration import add_iteration
+from scaleacross_milp.milp.formulation.memory import add_memory
+from scaleacross_milp.milp.formulation.pipeline import add_pipeline, stage_time_terms
+from scaleacross_milp.milp.formulation.placement import add_placement
+from scaleacross_milp.milp.formulation.traffic import GB, add_traffic, cross_volumes, stage_grad_gb
+
+
+def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
+    """Upper bounds on loads and times that no optimal solution exceeds; big-M constants are built from them."""
+    p, mb, cells = ctx.shape.pp, ctx.shape.microbatches, ctx.shape.cells_per_stage
+    layers, ks = ctx.instance.model_spec.layers, ctx.buildings
+    stage_ub = max(
+        (layers - p + 1) * per_layer + fixed
+        for j in range(p) for k in ks for per_layer, fixed in [stage_time_terms(ctx, j, k)]
+    )
+    latency = max(ctx.routes.latency_s.values(), default=0.0)
+    chi = max(o.boundary_crossings for o in ctx.options)
+    omega = max(o.wrap_crossings for o in ctx.options)
+    pp_arc = ctx.costs.p2p_bytes * ctx.shape.ep / GB * (chi * (p - 1) + omega) * 2 * cells
+    volumes = [sum(cross_volumes(ctx, v)) for v in range(len(ctx.variants))]
+    dp_arc = max(volumes) * sum(stage_grad_gb(ctx, j) for j in range(p)) * max(len(ks) - 1, 1)
+    slowest = max(
+        (GB / (link.capacity_byte_s * eff) for (i, _), eff in ctx.efficiency.items() for link in [ctx.routes.links[i]]),
+        default=0.0,
+    )
+    busy = (mb * pp_arc + dp_arc) * slowest
+    cycle = p * stage_ub + 2 * chi * p * latency + pp_arc * slowest
+    pipeline = mb * cycle + p * stage_ub + 2 * (chi * (p - 1) + omega) * latency
+    return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline}
+
+
+def build_model(ctx: ShapeContext) -> pyo.ConcreteModel:
+    bounds = big_m_bounds(ctx)
+    m = pyo.ConcreteModel(name=ctx.shape.label())
+    add_placement(m, ctx)
+    add_choices(m, ctx)
+    add_pipeline(m, ctx, bounds)
+    m.cycle.setub(bounds["cycle"])
+    add_traffic(m, ctx, bounds)
+    add_memory(m, ctx)
+    add_iteration(m, ctx)
+    return m

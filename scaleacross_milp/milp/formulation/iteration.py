@@ -1,0 +1,52 @@
+"""Iteration time: the objective.
+
+Per-layer terms that depend on the GPU type and DP variant (intra-building DP sync d, optimizer step o):
+    dpi >= n[j] d[k,v] - M (1 - y[j,k]) - M (1 - w[v]),   opt >= n[j] o[k,v] - ...   (slowest holder)
+DP synchronisation is hierarchical (inside buildings, then across); the last microbatch's backward at stage 0
+hides part of it (rho = backward share of a stage's time):
+    dp_exposed >= dpi + dpx - rho Cst[0]
+    T >= Tpipe + dp_exposed + opt,     T >= busy[a] for every arc     minimise T
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.milp.context import ShapeContext
+
+
+def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict) -> None:
+    """Add var `name` >= n[j] * per_layer[gpu type, variant] over every held (j, k) and chosen variant."""
+    most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    big = most * max(per_layer.values(), default=0.0)
+    var = pyo.Var(domain=pyo.NonNegativeReals)
+    setattr(m, name, var)
+
+    def rule(m, j, k, v):
+        coeff = per_layer[ctx.instance.topology.building(k).gpu_type, v]
+        return var >= coeff * m.n[j] - big * (1 - m.y[j, k]) - big * (1 - m.w[v])
+
+    setattr(m, f"{name}_bound", pyo.Constraint(m.J, m.K, m.V, rule=rule))
+
+
+def backward_share(ctx: ShapeContext) -> float:
+    """rho: the backward (input + weight) fraction of a layer's time."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    return (layer.backward_input_s + layer.backward_weight_s) / layer.total_s
+
+
+def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    types = ctx.costs.per_gpu_type
+    _slowest_holder(m, ctx, "dpi", {
+        (g, v): types[g].dp_intra_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
+    })
+    _slowest_holder(m, ctx, "opt", {
+        (g, v): types[g].optimizer_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
+    })
+    rho = backward_share(ctx)
+    m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
+    m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * m.Cst[0])
+    m.T = pyo.Var(domain=pyo.NonNegativeReals)
+    m.iteration = pyo.Constraint(expr=m.T >= m.Tpipe + m.dp_exposed + m.opt)
+    m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.T >= m.busy[i, d])
+    m.objective = pyo.Objective(expr=m.T, sense=pyo.minimize)

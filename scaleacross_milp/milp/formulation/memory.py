@@ -1,0 +1,51 @@
+"""Per-GPU memory: activations in flight under the schedule plus states under the DP variant fit in HBM.
+
+    act[j]   >= n[j] a inflight_o(j) - M (1 - u[o])           a: activation GB per layer per microbatch
+    state[j] >= n[j] s_v + fixed_v(j) - M (1 - w[v])           s_v: weights+grads+optimizer GB per layer
+    act[j] + state[j] <= HBM_k + M (1 - y[j,k])                for every building k that may hold stage j
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.milp.context import ShapeContext
+
+GB = 1e9
+
+
+def fixed_state_gb(ctx: ShapeContext, j: int, v: int) -> float:
+    variant, costs, p = ctx.variants[v], ctx.costs, ctx.shape.pp
+    gb = costs.stage_fixed_bytes.get(variant, 0.0)
+    if j == 0:
+        gb += costs.first_stage_fixed_bytes[variant]
+    if j == p - 1:
+        gb += costs.last_stage_fixed_bytes[variant]
+    return gb / GB
+
+
+def add_memory(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    p, mb, costs = ctx.shape.pp, ctx.shape.microbatches, ctx.costs
+    most = ctx.instance.model_spec.layers - p + 1
+    act = costs.activation_bytes_per_layer / GB
+    inflight = {(o, j): opt.inflight_microbatches(p, j, mb) for o, opt in enumerate(ctx.options) for j in range(p)}
+    state = {v: costs.layer_state_bytes[var] / GB for v, var in enumerate(ctx.variants)}
+    act_max = most * act * max(inflight.values())
+    state_max = max(most * state[v] + fixed_state_gb(ctx, j, v) for v in m.V for j in m.J)
+
+    m.act = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    m.state = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    m.act_bound = pyo.Constraint(
+        m.O, m.J, rule=lambda m, o, j: m.act[j] >= m.n[j] * act * inflight[o, j] - act_max * (1 - m.u[o])
+    )
+    m.state_bound = pyo.Constraint(
+        m.V, m.J,
+        rule=lambda m, v, j: m.state[j] >= m.n[j] * state[v] + fixed_state_gb(ctx, j, v)
+        - state_max * (1 - m.w[v]),
+    )
+
+    def fits(m, j, k):
+        hbm = ctx.gpu(k).hbm_usable_bytes / GB
+        return m.act[j] + m.state[j] <= hbm + (act_max + state_max) * (1 - m.y[j, k])
+
+    m.fits = pyo.Constraint(m.J, m.K, rule=fits)

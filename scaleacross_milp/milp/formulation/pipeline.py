@@ -1,0 +1,78 @@
+"""Pipeline timing: stage times, the steady-state cycle, crossing latency and the pipeline's makespan.
+
+Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + e[j,k]  (tau_k: one layer's forward +
+backward on that GPU type incl. TP/CP/EP communication; e: embedding, LM head, intra-building sends).
+    Cst[j]  >= C[j,k] - M (1 - y[j,k])                        slowest copy of stage j
+    cycle   >= Cst[j]                                         steady-state time per microbatch
+    lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
+For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap):
+    Tpipe >= m cycle + beta_o (sum_j Cst[j] - cycle) + 2 (chi_o sum_b lat[b] + omega_o lat[wrap])   (fill, drain)
+and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
+    (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.milp.context import ShapeContext
+
+
+def stage_time_terms(ctx: ShapeContext, j: int, k: str) -> tuple[float, float]:
+    """(seconds per layer, fixed seconds) of stage j in building k for one microbatch."""
+    gpu, p = ctx.gpu(k), ctx.shape.pp
+    fixed = 2 * gpu.p2p_intra_s if p > 1 else 0.0
+    if j == 0:
+        fixed += gpu.first_stage_extra.total_s
+    if j == p - 1:
+        fixed += gpu.last_stage_extra.total_s
+    return gpu.layer.total_s, fixed
+
+
+def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+    p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
+    wrap = p - 1 if (p - 1) in m.B else None
+    regular = [b for b in m.B if b != wrap]
+
+    def stage_max(j: int, k: str) -> float:
+        per_layer, fixed = stage_time_terms(ctx, j, k)
+        return (layers - p + 1) * per_layer + fixed
+
+    m.Cst = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    m.cycle = pyo.Var(domain=pyo.NonNegativeReals)
+    m.lat = pyo.Var(m.B, domain=pyo.NonNegativeReals)
+    m.Tpipe = pyo.Var(domain=pyo.NonNegativeReals)
+
+    def stage_rule(m, j, k):
+        per_layer, fixed = stage_time_terms(ctx, j, k)
+        relax = 0 if ctx.homogeneous else stage_max(j, k) * (1 - m.y[j, k])
+        return m.Cst[j] >= per_layer * m.n[j] + fixed - relax
+
+    m.stage_time = pyo.Constraint(m.J, m.K, rule=stage_rule)
+    m.cycle_bound = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j])
+    lam = ctx.routes.latency_s
+    m.crossing_latency = pyo.Constraint(
+        m.cross_arcs, rule=lambda m, b, k, k2: m.lat[b] >= lam[k, k2] * m.h[b, k, k2]
+    )
+
+    total = sum(m.Cst[j] for j in m.J)
+    big = bounds["pipeline"]
+
+    def fill_drain(m, o):
+        opt = ctx.options[o]
+        beta = opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer)
+        latency = opt.boundary_crossings * sum(m.lat[b] for b in regular)
+        if wrap is not None:
+            latency += opt.wrap_crossings * m.lat[wrap]
+        return m.Tpipe >= mb * m.cycle + beta * (total - m.cycle) + 2 * latency - big * (1 - m.u[o])
+
+    m.makespan = pyo.Constraint(m.O, rule=fill_drain)
+
+    steady = [(o, j) for o, opt in enumerate(ctx.options) if opt.steady_state_latency_bound for j in range(p - 1)]
+
+    def round_trip(m, o, j):
+        chi = ctx.options[o].boundary_crossings
+        rhs = sum(m.Cst[i] for i in range(j, p)) + 2 * chi * sum(m.lat[b] for b in regular if b >= j)
+        return (p - j) * m.cycle >= rhs - big * (1 - m.u[o])
+
+    m.round_trip = pyo.Constraint(steady, rule=round_trip)

@@ -1,0 +1,72 @@
+"""The HiGHS adapter: the only module that sets solver options (through pyomo.contrib.solver)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pyomo.environ as pyo
+from pyomo.contrib.solver.common.factory import SolverFactory
+from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+
+
+@dataclass(frozen=True)
+class MILPOutcome:
+    """What one solve established: `incumbent` is None when no feasible point was found; `bound` is a valid
+    lower bound on the objective (the cutoff itself when HiGHS proved nothing beats the cutoff)."""
+
+    status: str
+    incumbent: float | None
+    bound: float
+    wall_s: float
+
+
+def model_size(model: pyo.ConcreteModel) -> dict[str, int]:
+    variables = list(model.component_data_objects(pyo.Var, active=True))
+    return {
+        "variables": len(variables),
+        "binaries": sum(v.is_binary() for v in variables),
+        "integers": sum(v.is_integer() and not v.is_binary() for v in variables),
+        "constraints": sum(1 for _ in model.component_data_objects(pyo.Constraint, active=True)),
+    }
+
+
+def solve_milp(
+    model: pyo.ConcreteModel,
+    *,
+    time_limit_s: float,
+    rel_gap: float,
+    threads: int | None,
+    cutoff: float | None = None,
+) -> MILPOutcome:
+    """Solve to `rel_gap` within `time_limit_s`; with `cutoff`, points not better than it are pruned.
+    Loads the incumbent into the model when there is one; never raises on time limit or infeasibility."""
+    options: dict[str, object] = {"mip_rel_gap": rel_gap, "random_seed": 0}
+    if cutoff is not None:
+        options["objective_bound"] = cutoff
+    solver = SolverFactory("highs")
+    start = time.perf_counter()
+    results = solver.solve(
+        model,
+        time_limit=max(time_limit_s, 0.1),
+        threads=threads,
+        solver_options=options,
+        load_solutions=False,
+        raise_exception_on_nonoptimal_result=False,
+    )
+    wall = time.perf_counter() - start
+    feasible = results.solution_status in (SolutionStatus.feasible, SolutionStatus.optimal)
+    if feasible:
+        results.solution_loader.load_vars()
+    condition = results.termination_condition
+    pruned = (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded,
+              TerminationCondition.objectiveLimit)
+    if condition in pruned and not feasible:
+        if cutoff is None:
+            return MILPOutcome("infeasible", None, float("inf"), wall)
+        return MILPOutcome("cut off", None, cutoff, wall)
+    bound = results.objective_bound
+    bound = bound if bound is not None and bound == bound and bound > float("-inf") else 0.0
+    incumbent = results.incumbent_objective if feasible else None
+    status = "optimal" if condition == TerminationCondition.convergenceCriteriaSatisfied else condition.name
+    return MILPOutcome(status, incumbent, bound, wall)
