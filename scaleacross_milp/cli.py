@@ -1,0 +1,217 @@
+"""Command line: `scaleacross-milp solve | validate | schema`.
+
+Exit codes:
+  0  success;
+  1  no feasible layout found within the time limit (NoPlanFound: the instance may still be feasible);
+  2  a problem with the input: unreadable or malformed file, invalid field, infeasible instance (e.g. the
+     model does not fit in memory), existing output file without --force, bad option.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from scaleacross_milp.report.summary import render_plan
+from scaleacross_milp.spec.instance import InputError, Instance, load_instance, read_json
+from scaleacross_milp.spec.plan import Plan
+
+EXIT_NO_PLAN = 1
+EXIT_INPUT = 2
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Optimise LLM training layouts across data-center buildings (Pyomo + HiGHS).",
+)
+
+
+class Problems(Exception):
+    """Input problems to report one per line, prefixed by the file they are in."""
+
+    def __init__(self, source: Path, lines: list[str]) -> None:
+        super().__init__(f"{source}: " + "; ".join(lines))
+        self.source, self.lines = source, lines
+
+
+def error_lines(exc: ValueError) -> list[str]:
+    """One `field.path: message` line per pydantic error; a plain ValueError is one line."""
+    if not isinstance(exc, ValidationError):
+        return [str(exc)]
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    return lines
+
+
+def model_file(path: Path) -> Path:
+    """The model file an instance references (its own JSON already validated)."""
+    ref = read_json(path)["model"]
+    return path.parent / (ref.get("file") or ref.get("hf_config"))
+
+
+def load(path: Path) -> Instance:
+    """load_instance, with validation errors turned into Problems naming the file they are in."""
+    try:
+        return load_instance(path)
+    except InputError:
+        raise
+    except ValueError as exc:
+        try:
+            Instance.model_validate(read_json(path))
+        except ValidationError as own:
+            raise Problems(path, error_lines(own)) from None
+        raise Problems(model_file(path), error_lines(exc)) from None
+
+
+def console(stderr: bool = False) -> Console:
+    """Plain text lines are not wrapped (they stay greppable); tables use the terminal width."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
+    console(stderr=True).print(f"[bold red]error:[/bold red] {escape(message)}")
+    return typer.Exit(code)
+
+
+def report_problems(problems: Problems) -> typer.Exit:
+    err = console(stderr=True)
+    count = len(problems.lines)
+    err.print(f"[bold red]error:[/bold red] {escape(str(problems.source))}: "
+              f"{count} problem{'s' if count != 1 else ''}")
+    for line in problems.lines:
+        err.print(f"  {line}", markup=False)
+    return typer.Exit(EXIT_INPUT)
+
+
+def load_or_exit(path: Path) -> Instance:
+    try:
+        return load(path)
+    except Problems as problems:
+        raise report_problems(problems) from None
+    except InputError as exc:
+        raise fail(str(exc)) from None
+
+
+def positive(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"must be > 0, got {value:g}")
+    return value
+
+
+def fraction(value: float | None) -> float | None:
+    if value is not None and not 0 <= value < 1:
+        raise typer.BadParameter(f"must be in [0, 1), got {value:g}")
+    return value
+
+
+InstanceArg = Annotated[Path, typer.Argument(help="instance JSON file", dir_okay=False)]
+
+
+@app.command()
+def solve(
+    instance: InstanceArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the plan JSON here")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite an existing --output file")] = False,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", callback=positive, help="seconds > 0 (default: search.time_limit_s)")] = None,
+    gap: Annotated[float | None, typer.Option(
+        "--gap", callback=fraction, help="relative MIP gap in [0, 1) (default: search.rel_gap)")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="HiGHS threads")] = None,
+) -> None:
+    """Find the fastest layout and print its summary; write the plan JSON only with -o."""
+    from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
+
+    if output is not None and output.exists() and not force:
+        raise fail(f"{output} exists; not overwriting it (use --force)")
+    spec = load_or_exit(instance)
+    try:
+        plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads)
+    except InputError as exc:
+        raise fail(f"{instance}: infeasible: {exc}") from None
+    except NoPlanFound as exc:
+        raise fail(str(exc), EXIT_NO_PLAN) from None
+    render_plan(plan, console())
+    if output is not None:
+        write_plan(plan, output, force)
+
+
+def write_plan(plan: Plan, output: Path, force: bool) -> None:
+    try:
+        with output.open("w" if force else "x") as handle:
+            handle.write(plan.model_dump_json(indent=2) + "\n")
+    except FileExistsError:
+        raise fail(f"{output} exists; not overwriting it (use --force)") from None
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror})") from None
+    console().print(f"Plan written to {escape(str(output))}")
+
+
+def degrees(values) -> str:
+    return ", ".join(str(v) for v in sorted(set(values))) or "none"
+
+
+def search_lines(spec: Instance) -> list[str]:
+    """The degrees actually searched: those of the enumerated shapes (before memory and capacity screens)."""
+    from scaleacross_milp.milp.shapes import enumerate_shapes
+
+    search, shapes = spec.search, enumerate_shapes(spec)
+    return [
+        f"  searched: {len(shapes):,} shapes; TP {degrees(s.tp for s in shapes)}; "
+        f"CP {degrees(s.cp for s in shapes)}; EP {degrees(s.ep for s in shapes)}; "
+        f"PP {degrees(s.pp for s in shapes)}; "
+        f"micro-batch {degrees(s.micro_batch for s in shapes)}",
+        f"  schedules {', '.join(s.value for s in search.schedules)}; "
+        f"DP modes {', '.join(m.value for m in search.dp_modes)}; time limit {search.time_limit_s:g} s, "
+        f"gap {search.rel_gap:.2%}",
+    ]
+
+
+def instance_lines(spec: Instance) -> list[str]:
+    model, training = spec.model_spec, spec.training
+    kind = f"MoE {model.moe.experts} experts top-{model.moe.top_k}" if model.moe else "dense"
+    lines = [
+        f"Instance {spec.name}: model {model.name} ({model.layers} layers, hidden {model.hidden}, {kind})",
+        f"  training: seq {training.seq_len}, global batch {training.batch_sequences} sequences, "
+        f"{training.precision.value}, recompute {training.recompute.value}",
+    ]
+    lines += [f"  building {b.name}: {b.gpus:,} GPUs {b.gpu_type}" for b in spec.topology.buildings]
+    lines += [f"  link {link.a}-{link.b}: {link.capacity_gbit_s:,g} Gbit/s, "
+              f"{link.one_way_latency_s * 1e3:.3f} ms one way" for link in spec.topology.links]
+    return lines + search_lines(spec)
+
+
+@app.command()
+def validate(instance: InstanceArg) -> None:
+    """Check an instance file and print a short summary, or every problem found (exit 2)."""
+    spec = load_or_exit(instance)
+    out = console()
+    for line in instance_lines(spec):
+        out.print(line, markup=False)
+    out.print("OK")
+
+
+class SchemaKind(str, Enum):
+    instance = "instance"
+    plan = "plan"
+
+
+@app.command()
+def schema(kind: Annotated[SchemaKind, typer.Argument(help="which contract")] = SchemaKind.instance) -> None:
+    """Print the JSON Schema of an instance (default) or a plan."""
+    model = Instance if kind is SchemaKind.instance else Plan
+    typer.echo(json.dumps(model.model_json_schema(), indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

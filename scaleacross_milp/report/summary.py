@@ -1,0 +1,162 @@
+"""Render a Plan for the terminal: shape, placement, routes, links, prediction and the solve report."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from scaleacross_milp.spec.plan import Breakdown, Plan, SolveStats
+from scaleacross_milp.spec.search import DPMode, Schedule
+
+BREAKDOWN_LABELS = {
+    "compute_s": "compute",
+    "exposed_tp_ep_s": "TP/CP/EP collectives (exposed)",
+    "bubble_s": "pipeline bubble",
+    "exposed_pp_s": "pipeline sends + latency (exposed)",
+    "exposed_dp_s": "DP synchronisation (exposed)",
+    "optimizer_s": "optimizer step",
+}
+
+
+def seconds(value: float | None) -> str:
+    """A duration with its unit: seconds from 1 s up, milliseconds below; tiny float noise shows as 0."""
+    if value is None:
+        return "n/a"
+    if abs(value) < 5e-7:
+        return "0 ms"
+    if abs(value) >= 1.0:
+        return f"{value:.3f} s"
+    return f"{value * 1e3:.1f} ms"
+
+
+def percent(fraction: float | None, digits: int = 1) -> str:
+    return "n/a" if fraction is None else f"{fraction * 100:.{digits}f} %"
+
+
+def compress_route(buildings: list[str]) -> str:
+    """'A A A B' -> 'A x3 -> B'; consecutive stages in the same building are run-length encoded."""
+    parts = []
+    for name, run in groupby(buildings):
+        count = len(list(run))
+        parts.append(name if count == 1 else f"{name} x{count}")
+    return " -> ".join(parts)
+
+
+def schedule_label(plan: Plan) -> str:
+    if plan.schedule is Schedule.interleaved or plan.interleave > 1:
+        return f"{plan.schedule.value} (v={plan.interleave})"
+    return plan.schedule.value
+
+
+def dp_mode_label(plan: Plan) -> str:
+    if plan.dp_mode is DPMode.hsdp and plan.hsdp_replicas:
+        shard = plan.shape.dp // plan.hsdp_replicas
+        return f"hsdp ({plan.hsdp_replicas} replicas x shard group {shard})"
+    return plan.dp_mode.value
+
+
+def header_lines(plan: Plan) -> list[str]:
+    s = plan.shape
+    return [
+        f"[bold]Plan for {escape(plan.instance)}[/bold]",
+        f"Shape: TP {s.tp}  CP {s.cp}  EP {s.ep}  PP {s.pp}  DP {s.dp}   "
+        f"micro-batch {s.micro_batch} x {s.microbatches} microbatches   GPUs used {s.gpus:,} "
+        f"(cell = {s.cell_gpus} GPUs)",
+        f"Schedule: {schedule_label(plan)}   DP mode: {dp_mode_label(plan)}",
+    ]
+
+
+def placement_table(plan: Plan) -> Table:
+    buildings = sorted({k for stage in plan.stages for k in stage.cells_per_building})
+    table = Table(title="Placement per stage (cells / GPUs)")
+    table.add_column("stage", justify="right")
+    table.add_column("layers", justify="right")
+    for name in buildings:
+        table.add_column(name, justify="right")
+    table.add_column("GPUs", justify="right")
+    cell = plan.shape.cell_gpus
+    for stage in plan.stages:
+        cells = [stage.cells_per_building.get(name, 0) for name in buildings]
+        table.add_row(
+            str(stage.stage), str(stage.layers),
+            *(f"{c} / {c * cell:,}" if c else "-" for c in cells),
+            f"{sum(cells) * cell:,}",
+        )
+    return table
+
+
+def routes_table(plan: Plan) -> Table:
+    table = Table(title="Pipeline routes")
+    table.add_column("buildings (stage 0 -> last)")
+    table.add_column("pipelines", justify="right")
+    for route in plan.pipelines:
+        table.add_row(compress_route(route.buildings), str(route.pipelines))
+    return table
+
+
+def links_table(plan: Plan) -> Table:
+    table = Table(title="Inter-building links (per iteration, one direction)")
+    for name, justify in [("link", "left"), ("transport", "left"), ("efficiency", "right"),
+                          ("PP", "right"), ("DP", "right"), ("busy", "right")]:
+        table.add_column(name, justify=justify)
+    for use in plan.links:
+        table.add_row(f"{use.a}-{use.b}", use.transport.value, percent(use.efficiency),
+                      f"{use.pp_gbyte:.1f} GB", f"{use.dp_gbyte:.1f} GB", seconds(use.busy_s))
+    return table
+
+
+def breakdown_table(parts: Breakdown, iteration_s: float) -> Table:
+    table = Table(title=f"Predicted iteration time: {seconds(iteration_s)}")
+    table.add_column("part")
+    table.add_column("time", justify="right")
+    table.add_column("share", justify="right")
+    for field, label in BREAKDOWN_LABELS.items():
+        value = getattr(parts, field)
+        share = value / iteration_s if iteration_s > 0 else None
+        table.add_row(label, seconds(value), percent(share))
+    return table
+
+
+def prediction_lines(plan: Plan) -> list[str]:
+    p = plan.prediction
+    return [
+        f"Iteration time: {seconds(p.iteration_s)}",
+        f"Throughput: {p.tokens_per_s:,.0f} tokens/s",
+        f"MFU: {percent(p.mfu)}",
+    ]
+
+
+def solve_lines(stats: SolveStats) -> list[str]:
+    screened = stats.shapes_solved + stats.shapes_pruned
+    return [
+        "[bold]Solve[/bold]",
+        f"Status: {stats.status}",
+        f"Incumbent: {seconds(stats.incumbent_s)}",
+        f"Best bound: {seconds(stats.bound_s)}",
+        f"Relative gap: {percent(stats.rel_gap, 3)}",
+        f"Wall time: {stats.wall_s:.2f} s",
+        f"Shapes: {stats.shapes_total} enumerated, {screened} passed screening, "
+        f"{stats.shapes_solved} solved, {stats.shapes_pruned} pruned by bound",
+        f"Model size (chosen shape): {stats.variables} variables ({stats.binaries} binary, "
+        f"{stats.integers} integer), {stats.constraints} constraints",
+    ]
+
+
+def render_plan(plan: Plan, console: Console) -> None:
+    """Print the whole plan summary to `console`."""
+    for line in header_lines(plan):
+        console.print(line)
+    console.print(placement_table(plan))
+    console.print(routes_table(plan))
+    if plan.links:
+        console.print(links_table(plan))
+    console.print(breakdown_table(plan.prediction.breakdown, plan.prediction.iteration_s))
+    for line in prediction_lines(plan) + solve_lines(plan.solve):
+        console.print(line)
+    if plan.explanation:
+        console.print("[bold]Explanation[/bold]")
+        for line in plan.explanation:
+            console.print(f"- {line}", markup=False)

@@ -1,0 +1,235 @@
+"""The command line, run through typer's CliRunner on the campus instance and broken copies of it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scaleacross_milp import cli
+from scaleacross_milp.milp import solve as solve_module
+from scaleacross_milp.spec.plan import Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+CAMPUS = ROOT / "instances" / "campus-2b-llama3-70b.json"
+MODEL = ROOT / "models" / "llama3-70b.json"
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(cli.app, [str(a) for a in args])
+
+
+def campus() -> dict:
+    data = json.loads(CAMPUS.read_text())
+    data["model"] = {"file": str(MODEL)}  # absolute, so copies work from tmp_path
+    data["search"]["time_limit_s"] = 20
+    return data
+
+
+def write(tmp_path: Path, data: dict, name: str = "instance.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def assert_input_error(result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """One solve of the campus instance with -o, shared by the output tests."""
+    out = tmp_path_factory.mktemp("solve") / "plan.json"
+    result = run("solve", CAMPUS, "-o", out, "--time-limit", "30", "--threads", "2")
+    return result, out
+
+
+# ---- solve -------------------------------------------------------------------------------------------------
+
+
+def test_solve_prints_solve_report_and_iteration_time(solved):
+    result, _ = solved
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert re.search(r"^Status: (optimal|time limit)$", text, re.M)
+    incumbent = float(re.search(r"^Incumbent: ([\d.]+) s$", text, re.M).group(1))
+    bound = float(re.search(r"^Best bound: ([\d.]+) s$", text, re.M).group(1))
+    gap = float(re.search(r"^Relative gap: ([\d.]+) %$", text, re.M).group(1))
+    assert 0 < bound <= incumbent + 1e-3
+    assert 0 <= gap <= 1.0  # the instance asks for a 1 % gap
+    iteration = float(re.search(r"^Iteration time: ([\d.]+) s$", text, re.M).group(1))
+    assert iteration == pytest.approx(incumbent, abs=2e-3)
+    assert re.search(r"^Throughput: [\d,]+ tokens/s$", text, re.M)
+    assert re.search(r"^MFU: [\d.]+ %$", text, re.M)
+    assert "Placement per stage" in text and "Pipeline routes" in text
+
+
+def test_solve_output_is_a_valid_plan_matching_the_summary(solved):
+    result, out = solved
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.instance == "campus-2b-llama3-70b"
+    assert f"Plan written to {out}" in result.stdout
+    assert f"Iteration time: {plan.prediction.iteration_s:.3f} s" in result.stdout
+    assert sum(n for stage in plan.stages for n in stage.cells_per_building.values()) * plan.shape.cell_gpus \
+        == plan.shape.gpus
+    assert plan.shape.gpus <= 4096
+
+
+def test_solve_refuses_to_overwrite_without_force(tmp_path):
+    out = tmp_path / "plan.json"
+    out.write_text("keep me")
+    result = run("solve", CAMPUS, "-o", out)
+    assert_input_error(result, "exists", "--force")
+    assert out.read_text() == "keep me"
+    assert "Iteration time" not in result.stdout  # refused before solving
+
+
+def test_solve_force_overwrites(tmp_path):
+    out = tmp_path / "plan.json"
+    out.write_text("old")
+    result = run("solve", CAMPUS, "-o", out, "--force", "--time-limit", "30")
+    assert result.exit_code == 0, result.output
+    Plan.model_validate_json(out.read_text())
+
+
+def test_solve_without_output_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("solve", CAMPUS, "--time-limit", "30", "--gap", "0.02")
+    assert result.exit_code == 0, result.output
+    assert "Iteration time:" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_solve_model_that_cannot_fit_in_memory_exits_2(tmp_path):
+    data = campus()
+    data["gpu_types"]["small"] = {"peak_dense_tflops": {"bf16": 100}, "hbm_gib": 16, "hbm_tbyte_s": 1,
+                                  "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 100}
+    for building in data["topology"]["buildings"]:
+        building.update(gpus=8, gpu_type="small", pod_gpus=8)
+    path = write(tmp_path, data)
+    assert run("validate", path).exit_code == 0  # the file itself is valid
+    result = run("solve", path)
+    assert_input_error(result, "infeasible", "memory", "GiB")
+
+
+def test_solve_no_plan_found_exits_1(monkeypatch):
+    def give_up(*_args, **_kwargs):
+        raise solve_module.NoPlanFound("no feasible layout found within the 1 s time limit")
+
+    monkeypatch.setattr(solve_module, "solve_instance", give_up)
+    result = run("solve", CAMPUS, "--time-limit", "1")
+    assert result.exit_code == 1
+    assert "no feasible layout found" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("option", [("--time-limit", "0"), ("--gap", "1.5"), ("--threads", "0")])
+def test_solve_rejects_bad_options(option):
+    result = run("solve", CAMPUS, *option)
+    assert result.exit_code == 2
+    assert option[0] in result.output
+
+
+def test_solve_missing_file_exits_2(tmp_path):
+    assert_input_error(run("solve", tmp_path / "nope.json"), "nope.json", "cannot read")
+
+
+# ---- validate ----------------------------------------------------------------------------------------------
+
+
+def test_validate_ok_prints_summary():
+    result = run("validate", CAMPUS)
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "model llama3-70b (80 layers" in text
+    assert "building A: 2,048 GPUs h100-sxm" in text and "building B: 2,048 GPUs h100-sxm" in text
+    assert "link A-B: 25,600 Gbit/s" in text
+    assert re.search(r"searched: [\d,]+ shapes; TP 1, 2, 4, 8;", text)
+    assert text.rstrip().endswith("OK")
+
+
+def test_validate_unknown_field(tmp_path):
+    data = campus()
+    data["topology"]["buildings"][0]["colour"] = "red"
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "topology.buildings.0.colour: Extra inputs are not permitted")
+
+
+def test_validate_zero_capacity(tmp_path):
+    data = campus()
+    data["topology"]["links"][0]["capacity_gbit_s"] = 0
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "topology.links.0.capacity_gbit_s: Input should be greater than 0")
+
+
+def test_validate_reports_every_problem(tmp_path):
+    data = campus()
+    data["topology"]["links"][0]["capacity_gbit_s"] = 0
+    data["training"]["seq_len"] = -1
+    data["bogus"] = 1
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "3 problems", "topology.links.0.capacity_gbit_s:", "training.seq_len:",
+                       "bogus: Extra inputs are not permitted")
+
+
+def test_validate_link_to_unknown_building(tmp_path):
+    data = campus()
+    data["topology"]["links"][0]["b"] = "C"
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "topology: links[0] names unknown building 'C'")
+
+
+def test_validate_disconnected_building(tmp_path):
+    data = campus()
+    data["topology"]["buildings"].append({"name": "C", "gpus": 512, "gpu_type": "h100-sxm"})
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "topology: buildings are not all connected", "['C']")
+
+
+def test_validate_malformed_json(tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text('{\n  "name": "x",\n  "training": {,}\n}\n')
+    result = run("validate", path)
+    assert_input_error(result, "broken.json", "malformed JSON at line 3, column")
+
+
+def test_validate_bad_model_file_names_that_file(tmp_path):
+    model = json.loads(MODEL.read_text()) | {"layers": 0}
+    (tmp_path / "bad-model.json").write_text(json.dumps(model))
+    data = campus() | {"model": {"file": "bad-model.json"}}
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "bad-model.json", "layers: Input should be greater than 0")
+    assert "instance.json" not in result.stderr
+
+
+def test_validate_bad_hf_config_names_that_file(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    data = campus() | {"model": {"hf_config": "config.json"}}
+    result = run("validate", write(tmp_path, data))
+    assert_input_error(result, "config.json")
+
+
+# ---- schema ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "fields"), [((), {"model", "topology", "search"}),
+                                              (("instance",), {"model", "topology"}),
+                                              (("plan",), {"shape", "stages", "solve", "explanation"})])
+def test_schema_prints_json_schema(args, fields):
+    result = run("schema", *args)
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.stdout)
+    assert fields <= set(schema["properties"])
+
+
+def test_schema_unknown_kind_exits_2():
+    assert run("schema", "bogus").exit_code == 2
