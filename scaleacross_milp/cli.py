@@ -4,7 +4,8 @@ Exit codes:
   0  success;
   1  no feasible layout found within the time limit (NoPlanFound: the instance may still be feasible);
   2  a problem with the input: unreadable or malformed file, invalid field, infeasible instance (e.g. the
-     model does not fit in memory), existing output file without --force, bad option.
+     model does not fit in memory), existing output file without --force, bad option;
+  3  internal error: the solver produced a plan that violates the plan contract (a bug; please report).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from scaleacross_milp.spec.plan import Plan
 
 EXIT_NO_PLAN = 1
 EXIT_INPUT = 2
+EXIT_INTERNAL = 3
 
 app = typer.Typer(
     add_completion=False,
@@ -141,6 +143,10 @@ def solve(
         raise fail(f"{instance}: infeasible: {exc}") from None
     except NoPlanFound as exc:
         raise fail(str(exc), EXIT_NO_PLAN) from None
+    except ValidationError as exc:  # the input was valid, so this is the solver's output failing the contract
+        details = "; ".join(error_lines(exc))
+        message = f"internal error: the solver built an invalid {exc.title}: {details}"
+        raise fail(message, EXIT_INTERNAL) from None
     render_plan(plan, console())
     if output is not None:
         write_plan(plan, output, force)

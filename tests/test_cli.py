@@ -132,6 +132,20 @@ def test_solve_no_plan_found_exits_1(monkeypatch):
     assert "Traceback" not in result.output
 
 
+def test_solve_invalid_plan_from_solver_is_internal_error_exit_3(monkeypatch):
+    from scaleacross_milp.spec.plan import Breakdown
+
+    def broken(*_args, **_kwargs):
+        return Breakdown(compute_s=1, exposed_tp_ep_s=0, bubble_s=-4e-5, exposed_pp_s=0, exposed_dp_s=0,
+                         optimizer_s=0)
+
+    monkeypatch.setattr(solve_module, "solve_instance", broken)
+    result = run("solve", CAMPUS)
+    assert result.exit_code == 3
+    assert "internal error" in result.stderr and "Breakdown" in result.stderr and "bubble_s:" in result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("option", [("--time-limit", "0"), ("--gap", "1.5"), ("--threads", "0")])
 def test_solve_rejects_bad_options(option):
     result = run("solve", CAMPUS, *option)
