@@ -87,7 +87,8 @@ def schedule_options(
     schedules: list[Schedule], interleave_chunks: list[int], pp: int, microbatches: int
 ) -> list[ScheduleOption]:
     """Schedules applicable to a shape. Without pipelining (pp == 1) there is a single option (1F1B
-    degenerates to gradient accumulation); interleaving needs microbatches % pp == 0 (as in Megatron-LM)."""
+    degenerates to gradient accumulation); interleaving needs microbatches % pp == 0 (as in Megatron-LM);
+    the zero-bubble schedules need microbatches >= pp, below which no weight-gradient work fills the bubble."""
     if pp == 1:
         return [ScheduleOption(Schedule.one_f_one_b)]
     options = []
@@ -95,8 +96,9 @@ def schedule_options(
         if schedule is Schedule.interleaved:
             if microbatches % pp == 0:
                 options += [ScheduleOption(schedule, v) for v in sorted(set(interleave_chunks)) if v > 1]
-        elif schedule is Schedule.zb_v:
-            options.append(ScheduleOption(schedule, 2))
+        elif schedule in (Schedule.zb_h1, Schedule.zb_v):
+            if microbatches >= pp:
+                options.append(ScheduleOption(schedule, 2 if schedule is Schedule.zb_v else 1))
         else:
             options.append(ScheduleOption(schedule))
     return options

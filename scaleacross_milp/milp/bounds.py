@@ -29,7 +29,9 @@ def lower_bound_s(ctx: ShapeContext) -> float:
 
 
 def fits_capacity(ctx: ShapeContext) -> bool:
-    return sum(ctx.max_cells(k) for k in ctx.buildings) >= ctx.shape.pp * ctx.shape.cells_per_stage
+    cell = ctx.shape.cell_gpus
+    room = sum(ctx.instance.topology.building(k).gpus // cell for k in ctx.buildings)
+    return room >= ctx.shape.pp * ctx.shape.cells_per_stage
 
 
 def _stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, j: int) -> tuple[float, float]:

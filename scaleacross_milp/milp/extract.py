@@ -45,15 +45,16 @@ def pipeline_routes(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[PipelineRou
                     left[path[-1], k2] -= take
                     count -= take
         paths = extended
-    return [PipelineRoute(buildings=list(path), pipelines=count * ctx.shape.ep) for path, count in sorted(paths.items())]
+    ep = ctx.shape.ep
+    return [PipelineRoute(buildings=list(path), pipelines=count * ep) for path, count in sorted(paths.items())]
 
 
 def link_uses(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[LinkUse]:
     uses = []
     for i, link in enumerate(ctx.routes.links):
         transport = _chosen(m.z, [(i, t) for t in link.transports])[1]
-        pp = max(_val(m.pp[i, d]) for d in (1, -1)) * ctx.shape.microbatches
-        dp = max(_val(m.dp[i, d]) for d in (1, -1))
+        pp = max(0.0, *(_val(m.pp[i, d]) for d in (1, -1))) * ctx.shape.microbatches
+        dp = max(0.0, *(_val(m.dp[i, d]) for d in (1, -1)))
         busy = (pp + dp) * GB / (link.capacity_byte_s * ctx.efficiency[i, transport])
         uses.append(LinkUse(a=link.a, b=link.b, transport=transport, efficiency=ctx.efficiency[i, transport],
                             pp_gbyte=pp, dp_gbyte=dp, busy_s=busy))
@@ -77,7 +78,7 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     stage_s, gpu = slowest
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
     cycle, total = _val(m.cycle), sum(_val(m.Cst[j]) for j in m.J)
-    bubble = opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle)
+    bubble = max(0.0, opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle))
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
     pipe = mb * cycle + bubble + 2 * latency

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 
 
 def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict) -> None:
@@ -21,12 +22,15 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     big = most * max(per_layer.values(), default=0.0)
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
-
-    def rule(m, j, k, v):
-        coeff = per_layer[ctx.instance.topology.building(k).gpu_type, v]
-        return var >= coeff * m.n[j] - big * (1 - m.y[j, k]) - big * (1 - m.w[v])
-
-    setattr(m, f"{name}_bound", pyo.Constraint(m.J, m.K, m.V, rule=rule))
+    variants = list(m.V)
+    rows = []
+    for j in m.J:
+        for k in m.K:
+            gpu_type = ctx.instance.topology.building(k).gpu_type
+            lhs = var if ctx.homogeneous else var + big * (1 - m.y[j, k])
+            coeffs = [per_layer[gpu_type, v] for v in variants]
+            rows += choice_lower_bounds(lhs, [(coeffs, m.n[j])], m.w, variants, big)
+    add_rows(m, f"{name}_bound", rows)
 
 
 def backward_share(ctx: ShapeContext) -> float:
@@ -47,6 +51,6 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * m.Cst[0])
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
-    m.iteration = pyo.Constraint(expr=m.T >= m.Tpipe + m.dp_exposed + m.opt)
-    m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.T >= m.busy[i, d])
+    m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt <= m.T)
+    m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
     m.objective = pyo.Objective(expr=m.T, sense=pyo.minimize)

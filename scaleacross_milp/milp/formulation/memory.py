@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 
 GB = 1e9
 
@@ -35,14 +36,14 @@ def add_memory(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
 
     m.act = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     m.state = pyo.Var(m.J, domain=pyo.NonNegativeReals)
-    m.act_bound = pyo.Constraint(
-        m.O, m.J, rule=lambda m, o, j: m.act[j] >= m.n[j] * act * inflight[o, j] - act_max * (1 - m.u[o])
-    )
-    m.state_bound = pyo.Constraint(
-        m.V, m.J,
-        rule=lambda m, v, j: m.state[j] >= m.n[j] * state[v] + fixed_state_gb(ctx, j, v)
-        - state_max * (1 - m.w[v]),
-    )
+    options, variants = list(m.O), list(m.V)
+    rows = []
+    for j in m.J:
+        per_option = [act * inflight[o, j] for o in options]
+        rows += choice_lower_bounds(m.act[j], [(per_option, m.n[j])], m.u, options, act_max)
+        rows += choice_lower_bounds(m.state[j], [([state[v] for v in variants], m.n[j])], m.w, variants,
+                                    state_max, constant=[fixed_state_gb(ctx, j, v) for v in variants])
+    add_rows(m, "memory_use", rows)
 
     def fits(m, j, k):
         hbm = ctx.gpu(k).hbm_usable_bytes / GB

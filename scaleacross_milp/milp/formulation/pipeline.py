@@ -6,7 +6,8 @@ backward on that GPU type incl. TP/CP/EP communication; e: embedding, LM head, i
     cycle   >= Cst[j]                                         steady-state time per microbatch
     lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
 For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap):
-    Tpipe >= m cycle + beta_o (sum_j Cst[j] - cycle) + 2 (chi_o sum_b lat[b] + omega_o lat[wrap])   (fill, drain)
+    Tpipe >= (m - beta_o) cycle + beta_o sum_j Cst[j] + 2 (chi_o sum_b lat[b] + omega_o lat[wrap])   (fill, drain)
+(that is m cycles plus beta_o times the other stages' time; choice-dependent rows as in `disjunction`)
 and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 
 
 def stage_time_terms(ctx: ShapeContext, j: int, k: str) -> tuple[float, float]:
@@ -30,7 +32,7 @@ def stage_time_terms(ctx: ShapeContext, j: int, k: str) -> tuple[float, float]:
 
 
 def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
-    p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
+    p, mb, layers, ks = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers, ctx.buildings
     wrap = p - 1 if (p - 1) in m.B else None
     regular = [b for b in m.B if b != wrap]
 
@@ -49,6 +51,12 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
         return m.Cst[j] >= per_layer * m.n[j] + fixed - relax
 
     m.stage_time = pyo.Constraint(m.J, m.K, rule=stage_rule)
+    if not ctx.homogeneous:
+        def floor_rule(m, j):
+            per_layer, fixed = zip(*(stage_time_terms(ctx, j, k) for k in ks), strict=True)
+            return m.Cst[j] >= min(per_layer) * m.n[j] + min(fixed)
+
+        m.stage_floor = pyo.Constraint(m.J, rule=floor_rule)
     m.cycle_bound = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j])
     lam = ctx.routes.latency_s
     m.crossing_latency = pyo.Constraint(
@@ -57,22 +65,22 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
 
     total = sum(m.Cst[j] for j in m.J)
     big = bounds["pipeline"]
+    options = list(m.O)
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    beta = [ctx.options[o].bubble_coefficient(layer) for o in options]
+    chi = [ctx.options[o].boundary_crossings for o in options]
+    omega = [ctx.options[o].wrap_crossings for o in options]
+    latency = sum(m.lat[b] for b in regular)
+    terms = [([mb - b for b in beta], m.cycle), (beta, total), ([2 * c for c in chi], latency)]
+    if wrap is not None:
+        terms.append(([2 * w for w in omega], m.lat[wrap]))
+    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe, terms, m.u, options, big))
 
-    def fill_drain(m, o):
-        opt = ctx.options[o]
-        beta = opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer)
-        latency = opt.boundary_crossings * sum(m.lat[b] for b in regular)
-        if wrap is not None:
-            latency += opt.wrap_crossings * m.lat[wrap]
-        return m.Tpipe >= mb * m.cycle + beta * (total - m.cycle) + 2 * latency - big * (1 - m.u[o])
-
-    m.makespan = pyo.Constraint(m.O, rule=fill_drain)
-
-    steady = [(o, j) for o, opt in enumerate(ctx.options) if opt.steady_state_latency_bound for j in range(p - 1)]
-
-    def round_trip(m, o, j):
-        chi = ctx.options[o].boundary_crossings
-        rhs = sum(m.Cst[i] for i in range(j, p)) + 2 * chi * sum(m.lat[b] for b in regular if b >= j)
-        return (p - j) * m.cycle >= rhs - big * (1 - m.u[o])
-
-    m.round_trip = pyo.Constraint(steady, rule=round_trip)
+    steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
+    rows = []
+    for j in range(p - 1):
+        downstream = sum(m.Cst[i] for i in range(j, p))
+        ahead = sum(m.lat[b] for b in regular if b >= j)
+        rows += choice_lower_bounds((p - j) * m.cycle, [([1] * len(options), downstream), (steady, ahead)],
+                                    m.u, options, big)
+    add_rows(m, "round_trip", rows)

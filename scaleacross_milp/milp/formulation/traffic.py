@@ -21,6 +21,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.dp import dp_cross_phases
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 
 GB = 1e9
 
@@ -61,16 +62,23 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.busy = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.dpx = pyo.Var(domain=pyo.NonNegativeReals)
 
-    def pp_rule(m, i, d, o):
-        opt = ctx.options[o]
-        load = sum(
-            (opt.wrap_crossings if b == wrap else opt.boundary_crossings) * (m.f[b, s, t] + m.f[b, t, s])
-            for s, t in over[i, d]
-            for b in m.B
-        )
-        return m.pp[i, d] >= act_gb * load - bounds["pp_arc"] * (1 - m.u[o])
-
-    m.pp_load = pyo.Constraint(m.A, m.O, rule=pp_rule)
+    # Per ordered pair (s, t): cell-crossings s->t at regular boundaries and at the wrap, summed over boundaries.
+    m.cross = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+    m.cross_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.cross[s, t] == sum(
+        m.f[b, s, t] + m.f[b, t, s] for b in m.B if b != wrap))
+    m.cross_wrap = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+    m.cross_wrap_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.cross_wrap[s, t] == (
+        m.f[wrap, s, t] + m.f[wrap, t, s] if wrap is not None else 0))
+    options = list(m.O)
+    chi = [act_gb * ctx.options[o].boundary_crossings for o in options]
+    omega = [act_gb * ctx.options[o].wrap_crossings for o in options]
+    rows = []
+    for a in arcs:
+        terms = [(chi, sum(m.cross[pair] for pair in over[a]))]
+        if wrap is not None:
+            terms.append((omega, sum(m.cross_wrap[pair] for pair in over[a])))
+        rows += choice_lower_bounds(m.pp[a], terms, m.u, options, bounds["pp_arc"])
+    add_rows(m, "pp_load", rows)
 
     m.r = pyo.Var(m.J, pairs, domain=pyo.NonNegativeReals)
     m.r_x = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.r[j, s, t] <= m.x[j, s])
@@ -79,34 +87,31 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         m.J, pairs, rule=lambda m, j, s, t: m.r[j, s, t] >= m.x[j, s] - cells * (1 - m.y[j, t])
     )
     grad = {j: stage_grad_gb(ctx, j) for j in m.J}
-    volumes = {v: cross_volumes(ctx, v) for v in m.V}
-
-    def dp_rule(m, i, d, v):
-        gather, reduce = volumes[v]
-        load = sum(grad[j] * (gather * m.r[j, s, t] + reduce * m.r[j, t, s]) for s, t in over[i, d] for j in m.J)
-        return m.dp[i, d] >= load / cells - bounds["dp_arc"] * (1 - m.w[v])
-
-    m.dp_load = pyo.Constraint(m.A, m.V, rule=dp_rule)
+    variants = list(m.V)
+    gathers = [cross_volumes(ctx, v)[0] / cells for v in variants]
+    reduces = [cross_volumes(ctx, v)[1] / cells for v in variants]
+    # GB of stage state building s owns and t holds (gathers s->t), summed over stages.
+    m.shared = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+    m.shared_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared[s, t] == sum(
+        grad[j] * m.r[j, s, t] for j in m.J))
+    rows = []
+    for a in arcs:
+        owned = sum(m.shared[s, t] for s, t in over[a])
+        owed = sum(m.shared[t, s] for s, t in over[a])
+        rows += choice_lower_bounds(m.dp[a], [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
+    add_rows(m, "dp_load", rows)
 
     def seconds(i, t) -> float:
         """Seconds per GB on link i under transport t."""
         return 1.0 / (links[i].capacity_byte_s / GB * ctx.efficiency[i, t])
 
-    arc_transports = [(i, d, t) for i, d in arcs for t in links[i].transports]
-    big_busy = bounds["busy"]
-    m.busy_time = pyo.Constraint(
-        arc_transports,
-        rule=lambda m, i, d, t: m.busy[i, d] >= seconds(i, t) * (mb * m.pp[i, d] + m.dp[i, d])
-        - big_busy * (1 - m.z[i, t]),
-    )
-    m.pp_per_cycle = pyo.Constraint(
-        arc_transports,
-        rule=lambda m, i, d, t: m.cycle >= seconds(i, t) * m.pp[i, d] - big_busy * (1 - m.z[i, t]),
-    )
-    m.dp_transfer = pyo.Constraint(
-        arc_transports,
-        rule=lambda m, i, d, t: m.dpx >= seconds(i, t) * m.dp[i, d] - big_busy * (1 - m.z[i, t]),
-    )
+    rows = []
+    for i, d in arcs:
+        transports = [(i, t) for t in links[i].transports]
+        per_gb = [seconds(i, t) for t in links[i].transports]
+        for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.cycle, m.pp[i, d]), (m.dpx, m.dp[i, d])):
+            rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
+    add_rows(m, "link_time", rows)
     lam = routes.latency_s
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
