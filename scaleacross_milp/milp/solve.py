@@ -21,6 +21,10 @@ from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Plan, SolveStats
 
+SHAPE_SHARE = 0.25
+"""At most this fraction of the remaining time goes to one shape, so one hard shape cannot starve the others."""
+MIN_SHAPE_SECONDS = 2.0
+
 
 class InfeasibleInstance(InputError):
     """No layout satisfies the instance; the message names the binding constraint."""
@@ -96,6 +100,7 @@ def solve_instance(
     gap = rel_gap if rel_gap is not None else instance.search.rel_gap
     threads = threads if threads is not None else instance.search.threads
     total, screening = screen(instance)
+    build_s, solver_s = time.perf_counter() - start, 0.0
     if not screening.candidates:
         raise infeasibility(instance, total, screening)
 
@@ -107,10 +112,14 @@ def solve_instance(
         if lower >= incumbent * (1 - gap) or remaining <= 0:
             shape_bounds.append(lower)
             continue
+        built = time.perf_counter()
         model = build_model(ctx)
-        outcome = solve_milp(model, time_limit_s=remaining, rel_gap=gap, threads=threads,
+        build_s += time.perf_counter() - built
+        share = max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE)
+        outcome = solve_milp(model, time_limit_s=min(remaining, share), rel_gap=gap, threads=threads,
                              cutoff=None if math.isinf(incumbent) else incumbent)
         solved += 1
+        solver_s += outcome.wall_s
         shape_bounds.append(max(lower, outcome.bound))
         if outcome.incumbent is not None and outcome.incumbent < incumbent:
             incumbent = outcome.incumbent
@@ -132,7 +141,7 @@ def solve_instance(
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit",
-        incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall,
+        incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=build_s, solver_s=solver_s,
         shapes_total=total, shapes_solved=solved, shapes_pruned=len(screening.candidates) - solved, **size,
     )
     return extract_plan(model, ctx, stats)

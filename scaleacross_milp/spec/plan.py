@@ -91,6 +91,8 @@ class SolveStats(Contract):
     bound_s: float | None
     rel_gap: float | None
     wall_s: NonNegativeFloat
+    build_s: NonNegativeFloat = Field(0.0, description="screening shapes and building their Pyomo models")
+    solver_s: NonNegativeFloat = Field(0.0, description="time inside HiGHS over all shapes")
     shapes_total: NonNegativeInt
     shapes_solved: NonNegativeInt
     shapes_pruned: NonNegativeInt

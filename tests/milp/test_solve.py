@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.milp.extract import layout_pattern
 from scaleacross_milp.milp.solve import InfeasibleInstance, solve_instance
 from scaleacross_milp.spec.plan import Plan
