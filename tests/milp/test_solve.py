@@ -114,3 +114,10 @@ def test_time_limit_returns_incumbent_with_gap(bundled):
     assert plan.solve.incumbent_s is not None and plan.solve.bound_s <= plan.solve.incumbent_s
     assert plan.solve.status in {"optimal", "time limit"}
     assert plan.solve.wall_s < 3.0 + 15.0  # screening and model building come on top of the solver's limit
+
+
+def test_batch_that_no_shape_divides_is_explained(tiny):
+    # 7 sequences cannot be split into micro-batches of 2: no DP x micro-batch product divides the batch.
+    instance = tiny(global_batch_sequences=7, search={"micro_batch_sizes": [2]})
+    with pytest.raises(InfeasibleInstance, match="no shape divides"):
+        solve_instance(instance)
