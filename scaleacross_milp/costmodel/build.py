@@ -3,7 +3,6 @@
 Per GPU of a stage cell, one microbatch:
   layer compute  = layer FLOPs/(tp*cp) / (peak * eff(h/tp))  +  elementwise bytes/(tp*cp) / (hbm * HBM_EFF)
                    (elementwise backward = 2x forward; full recompute adds the forward elementwise again)
-  embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add: backward-weight
   embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add = backward-weight
   LM head + loss head FLOPs + 6 bytes per logit each way (bf16 logits, fp32 softmax / gradient)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import highspy
 import pyomo.environ as pyo
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
@@ -44,6 +45,9 @@ def solve_milp(
     options: dict[str, object] = {"mip_rel_gap": rel_gap, "random_seed": 0}
     if cutoff is not None:
         options["objective_bound"] = cutoff
+    # HiGHS keeps one thread scheduler per process, sized by the first solve; a later solve asking for another
+    # thread count fails outright unless the scheduler is reset (we never run two solves at once).
+    highspy.Highs.resetGlobalScheduler(True)
     solver = SolverFactory("highs")
     start = time.perf_counter()
     results = solver.solve(
@@ -59,6 +63,8 @@ def solve_milp(
     if feasible:
         results.solution_loader.load_vars()
     condition = results.termination_condition
+    if condition in (TerminationCondition.error, TerminationCondition.unknown) and not feasible:
+        raise RuntimeError(f"HiGHS failed on {model.name} ({condition.name}); run with fewer threads or report it")
     pruned = (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded,
               TerminationCondition.objectiveLimit)
     if condition in pruned and not feasible:

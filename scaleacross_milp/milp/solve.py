@@ -123,7 +123,7 @@ def solve_instance(
         shape_bounds.append(max(lower, outcome.bound))
         if outcome.incumbent is not None and outcome.incumbent < incumbent:
             incumbent = outcome.incumbent
-            best = (model, ctx, model_size(model), outcome.status)
+            best = (model, ctx, model_size(model))
 
     bound = min(min(shape_bounds), incumbent)
     wall = time.perf_counter() - start
@@ -137,7 +137,7 @@ def solve_instance(
             f"no feasible layout found within the {limit:.0f} s time limit (best bound {bound:.3f} s); "
             f"raise --time-limit"
         )
-    model, ctx, size, _ = best
+    model, ctx, size = best
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit",

@@ -121,3 +121,11 @@ def test_batch_that_no_shape_divides_is_explained(tiny):
     instance = tiny(global_batch_sequences=7, search={"micro_batch_sizes": [2]})
     with pytest.raises(InfeasibleInstance, match="no shape divides"):
         solve_instance(instance)
+
+
+def test_thread_count_can_change_between_solves(tiny):
+    # HiGHS sizes a per-process thread scheduler on first use; the adapter must let a later solve ask for more.
+    instance = tiny(search={"tp_degrees": [8], "pp_degrees": [1], "micro_batch_sizes": [1], "dp_modes": ["ddp"]})
+    first = solve_instance(instance, threads=1)
+    second = solve_instance(instance, threads=2)
+    assert second.prediction.iteration_s == pytest.approx(first.prediction.iteration_s, rel=1e-9)
