@@ -7,7 +7,6 @@ buildings are excluded by necessary conditions, never by guesses.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from dataclasses import dataclass, field
@@ -106,35 +105,25 @@ def solve_instance(
         raise infeasibility(instance, total, screening)
 
     incumbent, best = math.inf, None
-    # Heap of (bound, order, context) still open; a shape that hit its time share goes back with its better bound.
-    open_shapes = [(lower, n, ctx) for n, (lower, ctx) in enumerate(screening.candidates)]
-    heapq.heapify(open_shapes)
-    closed: list[float] = []
-    touched: set[int] = set()
-    while open_shapes:
-        lower, n, ctx = open_shapes[0]
+    shape_bounds: list[float] = []
+    solved = 0
+    for lower, ctx in screening.candidates:
         remaining = limit - (time.perf_counter() - start)
         if lower >= incumbent * (1 - gap) or remaining <= 0:
-            break
-        heapq.heappop(open_shapes)
+            shape_bounds.append(lower)
+            continue
         built = time.perf_counter()
         model = build_model(ctx)
         build_s += time.perf_counter() - built
         share = max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE)
         outcome = solve_milp(model, time_limit_s=min(remaining, share), rel_gap=gap, threads=threads,
                              cutoff=None if math.isinf(incumbent) else incumbent)
-        touched.add(n)
+        solved += 1
         solver_s += outcome.wall_s
+        shape_bounds.append(max(lower, outcome.bound))
         if outcome.incumbent is not None and outcome.incumbent < incumbent:
             incumbent = outcome.incumbent
             best = (model, ctx, model_size(model))
-        bound = max(lower, outcome.bound)
-        finished = outcome.status in ("optimal", "cut off", "infeasible") or bound >= incumbent * (1 - gap)
-        if finished:
-            closed.append(bound)
-        else:
-            heapq.heappush(open_shapes, (bound, n, ctx))
-    shape_bounds = closed + [lower for lower, _, _ in open_shapes]
 
     bound = min(min(shape_bounds), incumbent)
     wall = time.perf_counter() - start
@@ -153,7 +142,6 @@ def solve_instance(
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit",
         incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=build_s, solver_s=solver_s,
-        shapes_total=total, shapes_solved=len(touched),
-        shapes_pruned=len(screening.candidates) - len(touched), **size,
+        shapes_total=total, shapes_solved=solved, shapes_pruned=len(screening.candidates) - solved, **size,
     )
     return extract_plan(model, ctx, stats)
