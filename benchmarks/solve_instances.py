@@ -30,7 +30,7 @@ def main() -> None:
     for column in ("instance", "GPUs", "build s", "HiGHS s", "wall s", "status", "iteration s", "bound s", "gap %",
                    "shapes solved / screened", "vars (bin/int)", "constraints"):
         table.add_column(column, justify="left" if column == "instance" else "right")
-    console = Console()
+    console = Console(width=200)
     for path in args.instances:
         instance = load_instance(path)
         plan = solve_instance(instance, time_limit_s=args.time_limit)
