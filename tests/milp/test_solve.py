@@ -112,7 +112,7 @@ def test_model_that_cannot_fit_names_memory(tiny):
 def test_time_limit_returns_incumbent_with_gap(bundled):
     plan = solve_instance(bundled("metro-4b-llama3-405b"), time_limit_s=3.0)
     assert plan.solve.incumbent_s is not None and plan.solve.bound_s <= plan.solve.incumbent_s
-    assert plan.solve.status in {"optimal", "time limit"}
+    assert plan.solve.status in {"optimal", "time limit", "gap open"}
     assert plan.solve.wall_s < 3.0 + 15.0  # screening and model building come on top of the solver's limit
 
 
