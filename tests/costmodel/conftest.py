@@ -9,6 +9,17 @@ LLAMA3_8B = dict(
 H100 = dict(peak_dense_tflops={"bf16": 989}, hbm_gib=80, hbm_tbyte_s=3.35, nvlink_gbyte_s=370, nic_gbit_s=400)
 
 
+GPT175 = dict(
+    name="gpt3-175b", layers=96, hidden=12288, ffn_hidden=49152, heads=96, kv_heads=96, vocab=51200, gated_ffn=False
+)
+"""GPT-3 175B as configured in the Megatron-LM papers (vocabulary padded to 51,200, 4h GeLU MLP)."""
+
+
+@pytest.fixture
+def gpt175b() -> ModelSpec:
+    return ModelSpec.model_validate(GPT175)
+
+
 @pytest.fixture
 def llama8b() -> ModelSpec:
     return ModelSpec.model_validate(LLAMA3_8B)

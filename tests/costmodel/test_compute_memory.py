@@ -57,18 +57,9 @@ def test_efficiency_falls_with_small_per_gpu_matrices():
     assert compute.gemm_efficiency(10**9, 1) == pytest.approx(compute.GEMM_EFF_MAX, rel=1e-3)
 
 
-def test_activation_bytes_match_korthikanti():
+def test_activation_bytes_match_korthikanti(gpt175b):
     # GPT-3 175B: MHA, 4h GeLU MLP -> Korthikanti's 34 sbh/t + 5 a s^2 b/t (sequence parallel)
-    gpt = ModelSpec(
-        name="g",
-        layers=96,
-        hidden=12288,
-        ffn_hidden=49152,
-        heads=96,
-        kv_heads=96,
-        vocab=51200,
-        gated_ffn=False,
-    )
+    gpt = gpt175b
     s, b, h, a, t = 2048, 1, 12288, 96, 8
     shape = Shape(tp=t, pp=8, dp=1, micro_batch=b, microbatches=64)
     none = memory.layer_activation_bytes(gpt, shape, s, Recompute.none)

@@ -9,24 +9,14 @@ from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 
 A100 = dict(peak_dense_tflops={"fp16": 312}, hbm_gib=80, hbm_tbyte_s=2.0, nvlink_gbyte_s=230, nic_gbit_s=200)
-GPT175 = dict(
-    name="gpt3-175b",
-    layers=96,
-    hidden=12288,
-    ffn_hidden=49152,
-    heads=96,
-    kv_heads=96,
-    vocab=51200,
-    gated_ffn=False,
-)
 
 
 @pytest.mark.parametrize(("recompute", "published_s"), [("full", 18.13), ("selective", 13.75)])
-def test_gpt175b_iteration_time(recompute, published_s):
+def test_gpt175b_iteration_time(recompute, published_s, gpt175b):
     inst = Instance.model_validate(
         dict(
             name="k",
-            model=GPT175,
+            model=gpt175b,
             training=dict(seq_len=2048, global_batch_sequences=64, precision="fp16", recompute=recompute),
             gpu_types={"a100": A100},
             topology=dict(buildings=[dict(name="b", gpus=64, gpu_type="a100")]),
