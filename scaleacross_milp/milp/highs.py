@@ -41,7 +41,9 @@ def solve_milp(
     cutoff: float | None = None,
 ) -> MILPOutcome:
     """Solve to `rel_gap` within `time_limit_s`; with `cutoff`, points not better than it are pruned.
-    Loads the incumbent into the model when there is one; never raises on time limit or infeasibility."""
+    Loads the incumbent into the model only when it beats `cutoff` (HiGHS may report a worse point it found
+    before the cutoff pruned its subtree), so a model keeps the best solution loaded into it so far; never
+    raises on time limit or infeasibility."""
     options: dict[str, object] = {"mip_rel_gap": rel_gap, "random_seed": 0}
     if cutoff is not None:
         options["objective_bound"] = cutoff
@@ -60,19 +62,21 @@ def solve_milp(
     )
     wall = time.perf_counter() - start
     feasible = results.solution_status in (SolutionStatus.feasible, SolutionStatus.optimal)
+    feasible = feasible and (cutoff is None or results.incumbent_objective < cutoff)
     if feasible:
         results.solution_loader.load_vars()
     condition = results.termination_condition
     if condition in (TerminationCondition.error, TerminationCondition.unknown) and not feasible:
         raise RuntimeError(f"HiGHS failed on {model.name} ({condition.name}); run with fewer threads or report it")
-    pruned = (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded,
-              TerminationCondition.objectiveLimit)
-    if condition in pruned and not feasible:
-        if cutoff is None:
-            return MILPOutcome("infeasible", None, float("inf"), wall)
-        return MILPOutcome("cut off", None, cutoff, wall)
+    finished = condition in (TerminationCondition.convergenceCriteriaSatisfied, TerminationCondition.provenInfeasible,
+                             TerminationCondition.infeasibleOrUnbounded, TerminationCondition.objectiveLimit)
+    if finished and not feasible and cutoff is None:
+        return MILPOutcome("infeasible", None, float("inf"), wall)
     bound = results.objective_bound
-    bound = bound if bound is not None and bound == bound and bound > float("-inf") else 0.0
-    incumbent = results.incumbent_objective if feasible else None
-    status = "optimal" if condition == TerminationCondition.convergenceCriteriaSatisfied else condition.name
-    return MILPOutcome(status, incumbent, bound, wall)
+    bound = bound if bound is not None and bound == bound else 0.0
+    bound = max(bound, 0.0) if cutoff is None else min(max(bound, 0.0), cutoff)
+    if feasible:
+        status = "optimal" if condition == TerminationCondition.convergenceCriteriaSatisfied else condition.name
+    else:
+        status = "cut off" if finished else condition.name
+    return MILPOutcome(status, results.incumbent_objective if feasible else None, bound, wall)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from scaleacross_milp.milp.bounds import fits_capacity, fits_memory, lower_bound_s, min_memory_gib
+from scaleacross_milp.milp.bounds import admissible_pairs, fits_capacity, lower_bound_s, min_memory_gib
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import model_size, solve_milp
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.spec.instance import InputError, Instance
@@ -26,6 +27,9 @@ SHAPE_SHARE = 0.25
 When a shape stops at its share the search may end before the time limit with the gap still open: the status
 then says "gap open" (raise --time-limit to give each shape more)."""
 MIN_SHAPE_SECONDS = 2.0
+PATTERN_SHARE = 0.1
+"""Each named pattern (DP-out, PP-out; see `patterns`) first gets at most this fraction of a shape's time for a
+quick incumbent; the full MILP gets the rest, with the best incumbent so far as its cutoff."""
 
 
 class InfeasibleInstance(InputError):
@@ -56,9 +60,12 @@ def screen(instance: Instance) -> tuple[int, Screening]:
             result.no_schedule += 1
         elif not fits_capacity(ctx):
             result.no_capacity += 1
-        elif not fits_memory(ctx):
+        elif not (pairs := admissible_pairs(ctx)):
             result.no_memory.append((min_memory_gib(ctx), ctx))
         else:
+            options = [o for o in ctx.options if any(o == po for po, _ in pairs)]
+            variants = [v for v in ctx.variants if any(v == pv for _, pv in pairs)]
+            ctx = replace(ctx, options=options, variants=variants)
             result.candidates.append((lower_bound_s(ctx), ctx))
     result.candidates.sort(key=lambda item: item[0])
     return len(shapes), result
@@ -118,15 +125,24 @@ def solve_instance(
         built = time.perf_counter()
         model = build_model(ctx)
         build_s += time.perf_counter() - built
-        share = max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE)
-        outcome = solve_milp(model, time_limit_s=min(remaining, share), rel_gap=gap, threads=threads,
-                             cutoff=None if math.isinf(incumbent) else incumbent)
+        share = min(remaining, max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE))
         solved += 1
+        for pattern in Pattern:
+            cells = pattern_cells(ctx, pattern)
+            if cells is None:
+                continue
+            with fixed_cells(model, cells):
+                outcome = solve_milp(model, time_limit_s=share * PATTERN_SHARE, rel_gap=gap, threads=threads,
+                                     cutoff=None if math.isinf(incumbent) else incumbent)
+            solver_s += outcome.wall_s
+            if outcome.incumbent is not None and outcome.incumbent < incumbent:
+                incumbent, best = outcome.incumbent, (model, ctx, model_size(model))
+        outcome = solve_milp(model, time_limit_s=share - (time.perf_counter() - built), rel_gap=gap,
+                             threads=threads, cutoff=None if math.isinf(incumbent) else incumbent)
         solver_s += outcome.wall_s
-        shape_bounds.append(max(lower, outcome.bound))
         if outcome.incumbent is not None and outcome.incumbent < incumbent:
-            incumbent = outcome.incumbent
-            best = (model, ctx, model_size(model))
+            incumbent, best = outcome.incumbent, (model, ctx, model_size(model))
+        shape_bounds.append(max(lower, outcome.bound))
 
     bound = min(min(shape_bounds), incumbent)
     wall = time.perf_counter() - start

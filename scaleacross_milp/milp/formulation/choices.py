@@ -5,6 +5,7 @@
     sum_t z[l,t] = 1        transport t on link l
 Layer granularity: with U_g = sum of u[o] over options needing multiples of g layers per rank,
     |n[j] - g q[j,g]| <= L (1 - U_g),  q integer.
+Pairs that fail the memory screen (`bounds.admissible_pairs`) are excluded:  u[o] + w[v] <= 1.
 HSDP with r replicas keeps each shard group (D/r cells) inside one building:
     |x[j,k] - (D/r) s[j,k,r]| <= D (1 - w[hsdp r]),  s integer.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
+from scaleacross_milp.milp.bounds import admissible_pairs
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.spec.search import DPMode
 
@@ -25,6 +27,11 @@ def add_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.w = pyo.Var(m.V, domain=pyo.Binary)
     m.one_schedule = pyo.Constraint(expr=sum(m.u[o] for o in m.O) == 1)
     m.one_variant = pyo.Constraint(expr=sum(m.w[v] for v in m.V) == 1)
+
+    admissible = admissible_pairs(ctx)
+    excluded = [(o, v) for o, opt in enumerate(ctx.options) for v, var in enumerate(ctx.variants)
+                if (opt, var) not in admissible]
+    m.excluded_pairs = pyo.Constraint(excluded, rule=lambda m, o, v: m.u[o] + m.w[v] <= 1)
 
     link_transports = [(i, t) for i, link in enumerate(ctx.routes.links) for t in link.transports]
     m.LT = pyo.Set(initialize=link_transports, dimen=2)

@@ -2,6 +2,7 @@
 
 Per-layer terms that depend on the GPU type and DP variant (intra-building DP sync d, optimizer step o):
     dpi >= n[j] d[k,v] - M (1 - y[j,k]) - M (1 - w[v]),   opt >= n[j] o[k,v] - ...   (slowest holder)
+    dpi >= n[j] min_{k,v} d[k,v]                            (choice-free floor: every stage is held somewhere)
 DP synchronisation is hierarchical (inside buildings, then across); the last microbatch's backward at stage 0
 hides part of it (rho = backward share of a stage's time):
     dp_exposed >= dpi + dpx - rho Cst[0]
@@ -30,6 +31,8 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
             lhs = var if ctx.homogeneous else var + big * (1 - m.y[j, k])
             coeffs = [per_layer[gpu_type, v] for v in variants]
             rows += choice_lower_bounds(lhs, [(coeffs, m.n[j])], m.w, variants, big)
+        if not ctx.homogeneous:
+            rows.append(var >= min(per_layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 

@@ -4,10 +4,15 @@ Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + e[j,k]  (tau_
 backward on that GPU type incl. TP/CP/EP communication; e: embedding, LM head, intra-building sends).
     Cst[j]  >= C[j,k] - M (1 - y[j,k])                        slowest copy of stage j
     cycle   >= Cst[j]                                         steady-state time per microbatch
+    cycle   >= min_{j,k} (ceil(L/p) tau_k + e[j,k])            some stage holds at least ceil(L/p) layers
     lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
-For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap):
-    Tpipe >= (m - beta_o) cycle + beta_o sum_j Cst[j] + 2 (chi_o sum_b lat[b] + omega_o lat[wrap])   (fill, drain)
-(that is m cycles plus beta_o times the other stages' time; choice-dependent rows as in `disjunction`)
+For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap), m
+cycles plus the fill and drain: beta_o times the other stages' time, never negative (a link- or latency-bound
+cycle can exceed sum_j Cst[j]):
+    spread >= sum_j Cst[j] - cycle,   bubble >= beta_o spread
+    Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap])
+(choice-dependent rows as in `disjunction`; with spread >= 0 their choice-free floor uses min_o beta_o, which
+keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
 and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
 """
@@ -58,23 +63,30 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
 
         m.stage_floor = pyo.Constraint(m.J, rule=floor_rule)
     m.cycle_bound = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j])
+    most = -(-layers // p)
+    m.cycle_floor = pyo.Constraint(expr=m.cycle >= min(
+        per_layer * most + fixed for j in range(p) for k in ks for per_layer, fixed in [stage_time_terms(ctx, j, k)]
+    ))
     lam = ctx.routes.latency_s
     m.crossing_latency = pyo.Constraint(
         m.cross_arcs, rule=lambda m, b, k, k2: m.lat[b] >= lam[k, k2] * m.h[b, k, k2]
     )
 
-    total = sum(m.Cst[j] for j in m.J)
     big = bounds["pipeline"]
     options = list(m.O)
     layer = ctx.gpu(ctx.buildings[0]).layer
     beta = [ctx.options[o].bubble_coefficient(layer) for o in options]
     chi = [ctx.options[o].boundary_crossings for o in options]
     omega = [ctx.options[o].wrap_crossings for o in options]
+    m.spread = pyo.Var(domain=pyo.NonNegativeReals)
+    m.spread_def = pyo.Constraint(expr=m.spread >= sum(m.Cst[j] for j in m.J) - m.cycle)
+    m.bubble = pyo.Var(domain=pyo.NonNegativeReals)
+    add_rows(m, "bubble_bound", choice_lower_bounds(m.bubble, [(beta, m.spread)], m.u, options, big))
     latency = sum(m.lat[b] for b in regular)
-    terms = [([mb - b for b in beta], m.cycle), (beta, total), ([2 * c for c in chi], latency)]
+    terms = [([2 * c for c in chi], latency)]
     if wrap is not None:
         terms.append(([2 * w for w in omega], m.lat[wrap]))
-    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe, terms, m.u, options, big))
+    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble, terms, m.u, options, big))
 
     steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
     rows = []

@@ -1,0 +1,94 @@
+"""Named layout patterns, built greedily and fixed in a shape's MILP to get good incumbents in a fraction of a second.
+
+    DP-out   every building holds whole pipelines: x[j,k] = X_k for all stages j; only DP synchronisation crosses
+    PP-out   every stage sits in one building, stages in contiguous blocks along a chain of buildings; only
+             pipeline sends cross
+Both fill the fastest GPU types first (then larger buildings). With the stage cells x fixed, what is left (layers per
+stage, flows, schedule, DP variant, transports) is a small MILP. Each pattern is a sub-problem of the full MILP, so
+its solution is a feasible layout of the shape; the full MILP then only has to beat it (it becomes the cutoff).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.milp.context import ShapeContext
+
+Cells = dict[tuple[int, str], int]
+"""Stage cells per (stage, building)."""
+
+
+class Pattern(str, Enum):
+    dp_out = "DP-out"
+    pp_out = "PP-out"
+
+
+def fastest_first(ctx: ShapeContext) -> list[str]:
+    """Buildings by one layer's time on their GPU type, then by size (largest first); stable otherwise."""
+    return sorted(ctx.buildings, key=lambda k: (ctx.gpu(k).layer.total_s, -ctx.max_cells(k)))
+
+
+def dp_out_cells(ctx: ShapeContext) -> Cells | None:
+    """Whole pipelines per building, fastest buildings first; None when the buildings cannot hold D pipelines."""
+    p, left = ctx.shape.pp, ctx.shape.cells_per_stage
+    cells: Cells = {}
+    for k in fastest_first(ctx):
+        take = min(left, ctx.instance.topology.building(k).gpus // (ctx.shape.cell_gpus * p))
+        cells.update({(j, k): take for j in range(p) if take})
+        left -= take
+    return cells if left == 0 else None
+
+
+def chain(ctx: ShapeContext, buildings: list[str]) -> list[str]:
+    """Order buildings as a chain: start at the first, then always hop to the nearest unvisited one."""
+    order, rest = buildings[:1], buildings[1:]
+    while rest:
+        nearest = min(rest, key=lambda k: ctx.routes.latency_s[order[-1], k])
+        order.append(nearest)
+        rest.remove(nearest)
+    return order
+
+
+def pp_out_cells(ctx: ShapeContext) -> Cells | None:
+    """Whole stages per building in contiguous blocks; None when the buildings cannot hold p whole stages."""
+    p, cells_per_stage = ctx.shape.pp, ctx.shape.cells_per_stage
+    stages_in: dict[str, int] = {}
+    left = p
+    for k in fastest_first(ctx):
+        take = min(left, ctx.instance.topology.building(k).gpus // (ctx.shape.cell_gpus * cells_per_stage))
+        if take:
+            stages_in[k] = take
+            left -= take
+    if left:
+        return None
+    cells: Cells = {}
+    stage = 0
+    for k in chain(ctx, list(stages_in)):
+        for j in range(stage, stage + stages_in[k]):
+            cells[j, k] = cells_per_stage
+        stage += stages_in[k]
+    return cells
+
+
+def pattern_cells(ctx: ShapeContext, pattern: Pattern) -> Cells | None:
+    return dp_out_cells(ctx) if pattern is Pattern.dp_out else pp_out_cells(ctx)
+
+
+@contextmanager
+def fixed_cells(m: pyo.ConcreteModel, cells: Cells) -> Iterator[None]:
+    """Fix x (and y) to `cells` inside the block; the full model is restored on exit."""
+    fixed = [m.x[j, k] for j in m.J for k in m.K] + [m.y[j, k] for j in m.J for k in m.K]
+    for j in m.J:
+        for k in m.K:
+            count = cells.get((j, k), 0)
+            m.x[j, k].fix(count)
+            m.y[j, k].fix(1 if count else 0)
+    try:
+        yield
+    finally:
+        for var in fixed:
+            var.unfix()
