@@ -1,12 +1,13 @@
 """Cheap necessary conditions and lower bounds per shape, valid for the shape's MILP.
 
-Memory: a (schedule option o, DP variant v) pair is *admissible* if every stage can hold a layer and all
-stages together can hold L layers on the largest HBM; a shape needs at least one admissible pair.
+A (schedule option o, DP variant v) pair is *admissible* if o's layer granularity g is attainable (g | L,
+L >= g p) and every stage can hold a layer and all stages together L layers on the largest HBM; a shape needs
+at least one admissible pair.
 Capacity: the buildings must hold p x D stage cells.
 
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
-cycle >= c0 = max(S / p, ceil(L/p) tau_min + min_{j,k} e[j,k]) (some stage holds ceil(L/p) layers), Cst[0] <= cycle,
+cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), Cst[0] <= cycle,
     T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho Cst[0]) + opt,
 and dpi >= ceil(L/p) min_k d[k,v], opt >= ceil(L/p) min_k o[k,v] (some stage holds ceil(L/p) layers). The right
 side grows with SC, so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
@@ -18,20 +19,47 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.milp.formulation.iteration import backward_share
-from scaleacross_milp.milp.formulation.pipeline import stage_time_terms
+
+
+def cycle_floor_s(ctx: ShapeContext) -> float:
+    """c0: no cycle is shorter. Group buildings by layer time tau_1 < tau_2 < ...; at most
+    a_t = floor(cells in groups <= t / D) stages can avoid every group slower than t, so in the best case a_1 stages
+    run at tau_1, a_2 - a_1 at tau_2, and so on. At cycle c a stage of group t holds at most
+    floor((c - e_min) / tau_t) layers (e_min the smallest fixed stage time) and at least one, so c0 is the smallest
+    c = tau_t n + e_min at which those stages hold L layers."""
+    p, cells, layers = ctx.shape.pp, ctx.shape.cells_per_stage, ctx.instance.model_spec.layers
+    fixed = min(ctx.stage_time_terms(j, k)[1] for j in range(p) for k in ctx.buildings)
+    room: dict[float, int] = {}
+    for k in ctx.buildings:
+        tau = ctx.gpu(k).layer.total_s
+        room[tau] = room.get(tau, 0) + ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus
+    groups, placed, held = [], 0, 0
+    for tau in sorted(room):
+        held += room[tau]
+        count = min(p, held // cells) - placed
+        if count > 0:
+            groups.append((tau, count))
+            placed += count
+    taus = np.array([tau for tau, _ in groups])
+    counts = np.array([count for _, count in groups])
+    candidates = np.sort((taus[:, None] * np.arange(1, layers + 1)[None, :]).ravel())
+    per_stage = np.minimum(np.floor(candidates[:, None] / taus[None, :] + 1e-9), layers - p + 1)
+    holds = (per_stage >= 1).all(axis=1) & (per_stage @ counts >= layers)
+    return float(candidates[np.argmax(holds)]) + fixed if holds.any() else math.inf
 
 
 def stage_floors_s(ctx: ShapeContext) -> tuple[float, float]:
     """(S, c0): the smallest sum of per-microbatch stage times, and the smallest cycle."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
-    fixed = [[stage_time_terms(ctx, j, k)[1] for k in ctx.buildings] for j in range(p)]
-    total = layers * tau + sum(min(row) for row in fixed)
-    return total, max(total / p, math.ceil(layers / p) * tau + min(min(row) for row in fixed))
+    fixed = [min(ctx.stage_time_terms(j, k)[1] for k in ctx.buildings) for j in range(p)]
+    total = layers * tau + sum(fixed)
+    return total, max(total / p, cycle_floor_s(ctx))
 
 
 def pipeline_floor_s(mb: int, beta: float, rho: float, total: float, cycle: float) -> float:
@@ -40,20 +68,20 @@ def pipeline_floor_s(mb: int, beta: float, rho: float, total: float, cycle: floa
     return mb * best + beta * max(0.0, total - best) - rho * min(best, total)
 
 
-def pair_lower_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
+def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
+    """The shape's analytical lower bound over its admissible (option, variant) pairs (infinite if none)."""
     mb, most = ctx.shape.microbatches, math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
     types = [ctx.gpu(k) for k in ctx.buildings]
-    dpi = most * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
-    opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
-    beta, rho = option.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer), backward_share(ctx)
+    rho, layer = ctx.backward_share, ctx.gpu(ctx.buildings[0]).layer
     total, cycle = stage_floors_s(ctx)
-    no_overlap = pipeline_floor_s(mb, beta, 0.0, total, cycle)
-    return opt + max(no_overlap, pipeline_floor_s(mb, beta, rho, total, cycle) + dpi)
-
-
-def lower_bound_s(ctx: ShapeContext) -> float:
-    """The shape's analytical lower bound (infinite when no pair is admissible)."""
-    return min((pair_lower_bound_s(ctx, o, v) for o, v in admissible_pairs(ctx)), default=math.inf)
+    best = math.inf
+    for option, variant in pairs:
+        dpi = most * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
+        opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+        beta = option.bubble_coefficient(layer)
+        no_overlap = pipeline_floor_s(mb, beta, 0.0, total, cycle)
+        best = min(best, opt + max(no_overlap, pipeline_floor_s(mb, beta, rho, total, cycle) + dpi))
+    return best
 
 
 def fits_capacity(ctx: ShapeContext) -> bool:
@@ -62,13 +90,13 @@ def fits_capacity(ctx: ShapeContext) -> bool:
     return room >= ctx.shape.pp * ctx.shape.cells_per_stage
 
 
-def _stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, j: int) -> tuple[float, float]:
-    """(fixed bytes, bytes per layer) one GPU of stage j needs under a schedule option and DP variant."""
+def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed bytes, bytes per layer) one GPU of each stage needs under a schedule option and DP variant."""
     costs, p = ctx.costs, ctx.shape.pp
-    fixed = costs.stage_fixed_bytes.get(variant, 0.0)
-    fixed += costs.first_stage_fixed_bytes[variant] if j == 0 else 0.0
-    fixed += costs.last_stage_fixed_bytes[variant] if j == p - 1 else 0.0
-    inflight = option.inflight_microbatches(p, j, ctx.shape.microbatches)
+    fixed = np.full(p, costs.stage_fixed_bytes.get(variant, 0.0))
+    fixed[0] += costs.first_stage_fixed_bytes[variant]
+    fixed[p - 1] += costs.last_stage_fixed_bytes[variant]
+    inflight = np.array([option.inflight_microbatches(p, j, ctx.shape.microbatches) for j in range(p)])
     return fixed, costs.activation_bytes_per_layer * inflight + costs.layer_state_bytes[variant]
 
 
@@ -76,25 +104,29 @@ def min_memory_gib(ctx: ShapeContext) -> float:
     """Smallest per-GPU memory the shape can need: best schedule and variant, balanced layers."""
     per_stage = math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
     needs = (
-        max(fixed + per_stage * per_layer
-            for j in range(ctx.shape.pp) for fixed, per_layer in [_stage_memory(ctx, o, v, j)])
-        for o in ctx.options for v in ctx.variants
+        float(np.max(fixed + per_stage * per_layer))
+        for o in ctx.options for v in ctx.variants for fixed, per_layer in [stage_memory(ctx, o, v)]
     )
     return min(needs) / 2**30
 
 
+def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:
+    """Schedule options whose layer granularity g can be met: L a multiple of g and at least g layers per stage."""
+    layers, p = ctx.instance.model_spec.layers, ctx.shape.pp
+    return [o for o in ctx.options if layers % o.layer_granularity == 0 and layers >= o.layer_granularity * p]
+
+
 def admissible_pairs(ctx: ShapeContext) -> list[tuple[ScheduleOption, DPVariant]]:
-    """(option, variant) pairs that pass the memory condition: per stage, the layers that fit on the largest
-    HBM must be at least one and sum to at least L."""
+    """(option, variant) pairs that can hold the model: the option's layer granularity g must be attainable
+    (L a multiple of g, at least g layers per stage), and per stage the layers that fit on the largest HBM must
+    be at least one and sum to at least L."""
     layers, p = ctx.instance.model_spec.layers, ctx.shape.pp
     hbm = max(gpu.hbm_usable_bytes for gpu in ctx.costs.per_gpu_type.values())
     pairs = []
-    for option in ctx.options:
+    for option in attainable_options(ctx):
         for variant in ctx.variants:
-            room = [
-                math.floor((hbm - fixed) / per_layer) if hbm > fixed else 0
-                for j in range(p) for fixed, per_layer in [_stage_memory(ctx, option, variant, j)]
-            ]
-            if min(room) >= 1 and sum(min(r, layers - p + 1) for r in room) >= layers:
+            fixed, per_layer = stage_memory(ctx, option, variant)
+            room = np.floor(np.maximum(hbm - fixed, 0.0) / per_layer)
+            if room.min() >= 1 and np.minimum(room, layers - p + 1).sum() >= layers:
                 pairs.append((option, variant))
     return pairs

@@ -41,7 +41,12 @@ class ShapeContext:
         return self.routes.buildings
 
     def gpu(self, building: str) -> GPUCosts:
-        return self.costs.per_gpu_type[self.instance.topology.building(building).gpu_type]
+        return self.building_costs[building]
+
+    @cached_property
+    def building_costs(self) -> dict[str, GPUCosts]:
+        """The cost table of each building's GPU type."""
+        return {b.name: self.costs.per_gpu_type[b.gpu_type] for b in self.instance.topology.buildings}
 
     def max_cells(self, building: str) -> int:
         """Stage cells that fit in a building, capped by the cells one stage needs."""
@@ -60,6 +65,23 @@ class ShapeContext:
             for i, link in enumerate(self.routes.links)
             for transport in link.transports
         }
+
+    def stage_time_terms(self, j: int, k: str) -> tuple[float, float]:
+        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch: the fixed part is the
+        intra-building activation sends in and out, plus the embedding on stage 0 and the LM head on the last."""
+        gpu, p = self.gpu(k), self.shape.pp
+        fixed = 2 * gpu.p2p_intra_s if p > 1 else 0.0
+        if j == 0:
+            fixed += gpu.first_stage_extra.total_s
+        if j == p - 1:
+            fixed += gpu.last_stage_extra.total_s
+        return gpu.layer.total_s, fixed
+
+    @property
+    def backward_share(self) -> float:
+        """rho: the backward (input + weight) fraction of a layer's time."""
+        layer = self.gpu(self.buildings[0]).layer
+        return (layer.backward_input_s + layer.backward_weight_s) / layer.total_s
 
     @property
     def homogeneous(self) -> bool:

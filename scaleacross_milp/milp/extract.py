@@ -7,8 +7,6 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.milp.formulation.iteration import backward_share
-from scaleacross_milp.milp.formulation.pipeline import stage_time_terms
 from scaleacross_milp.milp.formulation.traffic import GB
 from scaleacross_milp.spec.plan import (
     Breakdown,
@@ -73,7 +71,7 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     slowest = max(
         (per_layer * round(_val(m.n[j])) + fixed, ctx.gpu(k))
         for j, k in held(m, ctx)
-        for per_layer, fixed in [stage_time_terms(ctx, j, k)]
+        for per_layer, fixed in [ctx.stage_time_terms(j, k)]
     )
     stage_s, gpu = slowest
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
@@ -82,7 +80,7 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
     pipe = mb * cycle + bubble + 2 * latency
-    dp = max(0.0, _val(m.dpi) + _val(m.dpx) - backward_share(ctx) * _val(m.Cst[0]))
+    dp = max(0.0, _val(m.dpi) + _val(m.dpx) - ctx.backward_share * _val(m.Cst[0]))
     optimizer = _val(m.opt)
     exposed_pp = max(0.0, pipe - mb * stage_s - bubble)
     remainder = max(0.0, _val(m.T) - pipe - dp - optimizer)
@@ -153,7 +151,7 @@ def extract_plan(m: pyo.ConcreteModel, ctx: ShapeContext, stats: SolveStats) -> 
     iteration = (parts.compute_s + parts.exposed_tp_ep_s + parts.bubble_s + parts.exposed_pp_s
                  + parts.exposed_dp_s + parts.optimizer_s)
     slowest = max(held(m, ctx), key=lambda jk: _val(m.n[jk[0]]) * ctx.gpu(jk[1]).layer.total_s
-                  + stage_time_terms(ctx, *jk)[1])
+                  + ctx.stage_time_terms(*jk)[1])
     tokens = ctx.instance.training.batch_sequences * ctx.instance.training.seq_len
     peak = sum(
         count * ctx.shape.cell_gpus

@@ -11,7 +11,13 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 
-from scaleacross_milp.milp.bounds import admissible_pairs, fits_capacity, lower_bound_s, min_memory_gib
+from scaleacross_milp.milp.bounds import (
+    admissible_pairs,
+    attainable_options,
+    fits_capacity,
+    lower_bound_s,
+    min_memory_gib,
+)
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
@@ -56,6 +62,7 @@ def screen(instance: Instance) -> tuple[int, Screening]:
     result = Screening()
     for shape in shapes:
         ctx = shape_context(instance, shape, routes)
+        ctx = replace(ctx, options=attainable_options(ctx))
         if not ctx.options:
             result.no_schedule += 1
         elif not fits_capacity(ctx):
@@ -66,7 +73,7 @@ def screen(instance: Instance) -> tuple[int, Screening]:
             options = [o for o in ctx.options if any(o == po for po, _ in pairs)]
             variants = [v for v in ctx.variants if any(v == pv for _, pv in pairs)]
             ctx = replace(ctx, options=options, variants=variants)
-            result.candidates.append((lower_bound_s(ctx), ctx))
+            result.candidates.append((lower_bound_s(ctx, pairs), ctx))
     result.candidates.sort(key=lambda item: item[0])
     return len(shapes), result
 
@@ -92,7 +99,9 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
             "capacity: no shape's stage cells (TP x CP x EP GPUs) fit in topology.buildings' GPU counts"
         )
     return InfeasibleInstance(
-        "schedule: no allowed search.schedules applies (interleaved needs microbatches divisible by PP)"
+        "schedule: no allowed search.schedules applies (interleaved needs microbatches divisible by PP, the "
+        "zero-bubble schedules at least PP microbatches, and interleaved and ZB-V a multiple of their chunks per "
+        "rank in layers)"
     )
 
 

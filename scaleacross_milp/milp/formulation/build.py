@@ -8,7 +8,7 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import add_choices
 from scaleacross_milp.milp.formulation.iteration import add_iteration
 from scaleacross_milp.milp.formulation.memory import add_memory
-from scaleacross_milp.milp.formulation.pipeline import add_pipeline, stage_time_terms
+from scaleacross_milp.milp.formulation.pipeline import add_pipeline
 from scaleacross_milp.milp.formulation.placement import add_placement
 from scaleacross_milp.milp.formulation.traffic import GB, add_traffic, cross_volumes, stage_grad_gb
 
@@ -19,7 +19,7 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     layers, ks = ctx.instance.model_spec.layers, ctx.buildings
     stage_ub = max(
         (layers - p + 1) * per_layer + fixed
-        for j in range(p) for k in ks for per_layer, fixed in [stage_time_terms(ctx, j, k)]
+        for j in range(p) for k in ks for per_layer, fixed in [ctx.stage_time_terms(j, k)]
     )
     latency = max(ctx.routes.latency_s.values(), default=0.0)
     chi = max(o.boundary_crossings for o in ctx.options)

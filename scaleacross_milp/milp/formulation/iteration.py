@@ -36,12 +36,6 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     add_rows(m, f"{name}_bound", rows)
 
 
-def backward_share(ctx: ShapeContext) -> float:
-    """rho: the backward (input + weight) fraction of a layer's time."""
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    return (layer.backward_input_s + layer.backward_weight_s) / layer.total_s
-
-
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     types = ctx.costs.per_gpu_type
     _slowest_holder(m, ctx, "dpi", {
@@ -50,7 +44,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     _slowest_holder(m, ctx, "opt", {
         (g, v): types[g].optimizer_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
     })
-    rho = backward_share(ctx)
+    rho = ctx.backward_share
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * m.Cst[0])
     m.T = pyo.Var(domain=pyo.NonNegativeReals)

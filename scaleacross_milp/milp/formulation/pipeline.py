@@ -4,7 +4,7 @@ Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + e[j,k]  (tau_
 backward on that GPU type incl. TP/CP/EP communication; e: embedding, LM head, intra-building sends).
     Cst[j]  >= C[j,k] - M (1 - y[j,k])                        slowest copy of stage j
     cycle   >= Cst[j]                                         steady-state time per microbatch
-    cycle   >= min_{j,k} (ceil(L/p) tau_k + e[j,k])            some stage holds at least ceil(L/p) layers
+    cycle   >= c0                                             the capacity-aware floor of `bounds.cycle_floor_s`
     lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
 For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap), m
 cycles plus the fill and drain: beta_o times the other stages' time, never negative (a link- or latency-bound
@@ -21,19 +21,9 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
+from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
-
-
-def stage_time_terms(ctx: ShapeContext, j: int, k: str) -> tuple[float, float]:
-    """(seconds per layer, fixed seconds) of stage j in building k for one microbatch."""
-    gpu, p = ctx.gpu(k), ctx.shape.pp
-    fixed = 2 * gpu.p2p_intra_s if p > 1 else 0.0
-    if j == 0:
-        fixed += gpu.first_stage_extra.total_s
-    if j == p - 1:
-        fixed += gpu.last_stage_extra.total_s
-    return gpu.layer.total_s, fixed
 
 
 def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
@@ -42,7 +32,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     regular = [b for b in m.B if b != wrap]
 
     def stage_max(j: int, k: str) -> float:
-        per_layer, fixed = stage_time_terms(ctx, j, k)
+        per_layer, fixed = ctx.stage_time_terms(j, k)
         return (layers - p + 1) * per_layer + fixed
 
     m.Cst = pyo.Var(m.J, domain=pyo.NonNegativeReals)
@@ -51,22 +41,19 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.Tpipe = pyo.Var(domain=pyo.NonNegativeReals)
 
     def stage_rule(m, j, k):
-        per_layer, fixed = stage_time_terms(ctx, j, k)
+        per_layer, fixed = ctx.stage_time_terms(j, k)
         relax = 0 if ctx.homogeneous else stage_max(j, k) * (1 - m.y[j, k])
         return m.Cst[j] >= per_layer * m.n[j] + fixed - relax
 
     m.stage_time = pyo.Constraint(m.J, m.K, rule=stage_rule)
     if not ctx.homogeneous:
         def floor_rule(m, j):
-            per_layer, fixed = zip(*(stage_time_terms(ctx, j, k) for k in ks), strict=True)
+            per_layer, fixed = zip(*(ctx.stage_time_terms(j, k) for k in ks), strict=True)
             return m.Cst[j] >= min(per_layer) * m.n[j] + min(fixed)
 
         m.stage_floor = pyo.Constraint(m.J, rule=floor_rule)
     m.cycle_bound = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j])
-    most = -(-layers // p)
-    m.cycle_floor = pyo.Constraint(expr=m.cycle >= min(
-        per_layer * most + fixed for j in range(p) for k in ks for per_layer, fixed in [stage_time_terms(ctx, j, k)]
-    ))
+    m.cycle_floor = pyo.Constraint(expr=m.cycle >= cycle_floor_s(ctx))
     lam = ctx.routes.latency_s
     m.crossing_latency = pyo.Constraint(
         m.cross_arcs, rule=lambda m, b, k, k2: m.lat[b] >= lam[k, k2] * m.h[b, k, k2]
