@@ -29,13 +29,15 @@ from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Plan, SolveStats
 
 SHAPE_SHARE = 0.25
-"""At most this fraction of the remaining time goes to one shape, so one hard shape cannot starve the others.
-When a shape stops at its share the search may end before the time limit with the gap still open: the status
-then says "gap open" (raise --time-limit to give each shape more)."""
+"""At most this fraction of the remaining time goes to one shape's full MILP, so one hard shape cannot starve the
+others. When a shape stops at its share the search may end before the time limit with the gap still open: the
+status then says "gap open" (raise --time-limit to give each shape more)."""
 MIN_SHAPE_SECONDS = 2.0
-PATTERN_SHARE = 0.1
-"""Each named pattern (DP-out, PP-out; see `patterns`) first gets at most this fraction of a shape's time for a
-quick incumbent; the full MILP gets the rest, with the best incumbent so far as its cutoff."""
+PATTERN_PHASE = 0.2
+"""Phase 1 spends at most this fraction of the time limit on pattern incumbents (DP-out, PP-out; see `patterns`)
+of the shapes in bound order, so that phase 2's full MILPs start with a good cutoff."""
+PATTERN_SECONDS = 0.1
+"""A pattern solve's time cap, as a fraction of the time limit."""
 
 
 class InfeasibleInstance(InputError):
@@ -105,6 +107,81 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
     )
 
 
+@dataclass
+class ShapeSearch:
+    """Branch and bound over shapes sorted by analytical bound. Phase 1 builds the first shapes' MILPs and solves
+    their named patterns for incumbents; phase 2 solves each shape's full MILP with the incumbent as cutoff, skipping
+    shapes whose bound cannot beat it by more than the gap."""
+
+    candidates: list[tuple[float, ShapeContext]]
+    start: float
+    limit: float
+    gap: float
+    threads: int | None
+    incumbent: float = math.inf
+    best: tuple | None = None
+    shape_bounds: list[float] = field(default_factory=list)
+    solved: int = 0
+    out_of_time: bool = False
+    build_s: float = 0.0
+    solver_s: float = 0.0
+    models: dict[int, object] = field(default_factory=dict)
+
+    def remaining(self) -> float:
+        return self.limit - (time.perf_counter() - self.start)
+
+    def promising(self, lower: float) -> bool:
+        return lower < self.incumbent * (1 - self.gap)
+
+    def model(self, i: int):
+        """Shape i's MILP, built once."""
+        if i not in self.models:
+            built = time.perf_counter()
+            self.models[i] = build_model(self.candidates[i][1])
+            self.build_s += time.perf_counter() - built
+        return self.models[i]
+
+    def solve(self, i: int, time_limit_s: float):
+        """One HiGHS solve of shape i's model (as currently fixed); keeps the best incumbent."""
+        model, ctx = self.model(i), self.candidates[i][1]
+        outcome = solve_milp(model, time_limit_s=time_limit_s, rel_gap=self.gap, threads=self.threads,
+                             cutoff=None if math.isinf(self.incumbent) else self.incumbent)
+        self.solver_s += outcome.wall_s
+        if outcome.incumbent is not None and outcome.incumbent < self.incumbent:
+            self.incumbent, self.best = outcome.incumbent, (model, ctx, model_size(model))
+        return outcome
+
+    def try_patterns(self, i: int) -> None:
+        ctx = self.candidates[i][1]
+        for pattern in Pattern:
+            cells = pattern_cells(ctx, pattern)
+            if cells is not None and self.remaining() > 0:
+                with fixed_cells(self.model(i), cells):
+                    self.solve(i, min(self.remaining(), self.limit * PATTERN_SECONDS))
+
+    def run(self) -> None:
+        tried = 0
+        for i, (lower, _) in enumerate(self.candidates):
+            if not self.promising(lower) or self.remaining() <= self.limit * (1 - PATTERN_PHASE):
+                break
+            self.try_patterns(i)
+            tried += 1
+        for i, (lower, _) in enumerate(self.candidates):
+            self.out_of_time = self.out_of_time or self.remaining() <= 0
+            if not self.promising(lower) or self.out_of_time:
+                self.shape_bounds.append(lower)
+                self.models.pop(i, None)
+                continue
+            if i >= tried:
+                self.try_patterns(i)
+            remaining = self.remaining()
+            outcome = self.solve(i, min(remaining, max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE)))
+            self.solved += 1
+            self.shape_bounds.append(max(lower, outcome.bound))
+            if self.best is None or self.best[0] is not self.models[i]:
+                self.models.pop(i)
+
+
 def solve_instance(
     instance: Instance,
     *,
@@ -118,45 +195,16 @@ def solve_instance(
     gap = rel_gap if rel_gap is not None else instance.search.rel_gap
     threads = threads if threads is not None else instance.search.threads
     total, screening = screen(instance)
-    build_s, solver_s = time.perf_counter() - start, 0.0
     if not screening.candidates:
         raise infeasibility(instance, total, screening)
+    search = ShapeSearch(screening.candidates, start, limit, gap, threads, build_s=time.perf_counter() - start)
+    search.run()
 
-    incumbent, best = math.inf, None
-    shape_bounds: list[float] = []
-    solved, out_of_time = 0, False
-    for lower, ctx in screening.candidates:
-        remaining = limit - (time.perf_counter() - start)
-        out_of_time = out_of_time or remaining <= 0
-        if lower >= incumbent * (1 - gap) or remaining <= 0:
-            shape_bounds.append(lower)
-            continue
-        built = time.perf_counter()
-        model = build_model(ctx)
-        build_s += time.perf_counter() - built
-        share = min(remaining, max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE))
-        solved += 1
-        for pattern in Pattern:
-            cells = pattern_cells(ctx, pattern)
-            if cells is None:
-                continue
-            with fixed_cells(model, cells):
-                outcome = solve_milp(model, time_limit_s=share * PATTERN_SHARE, rel_gap=gap, threads=threads,
-                                     cutoff=None if math.isinf(incumbent) else incumbent)
-            solver_s += outcome.wall_s
-            if outcome.incumbent is not None and outcome.incumbent < incumbent:
-                incumbent, best = outcome.incumbent, (model, ctx, model_size(model))
-        outcome = solve_milp(model, time_limit_s=share - (time.perf_counter() - built), rel_gap=gap,
-                             threads=threads, cutoff=None if math.isinf(incumbent) else incumbent)
-        solver_s += outcome.wall_s
-        if outcome.incumbent is not None and outcome.incumbent < incumbent:
-            incumbent, best = outcome.incumbent, (model, ctx, model_size(model))
-        shape_bounds.append(max(lower, outcome.bound))
-
-    bound = min(min(shape_bounds), incumbent)
+    incumbent, best = search.incumbent, search.best
+    bound = min(min(search.shape_bounds), incumbent)
     wall = time.perf_counter() - start
     if best is None:
-        if all(math.isinf(b) for b in shape_bounds):
+        if all(math.isinf(b) for b in search.shape_bounds):
             raise InfeasibleInstance(
                 "placement: no shape admits a placement satisfying memory, building capacity and layer "
                 "divisibility together"
@@ -168,8 +216,9 @@ def solve_instance(
     model, ctx, size = best
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(
-        status="optimal" if rel <= gap + 1e-9 else "time limit" if out_of_time or wall >= limit else "gap open",
-        incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=build_s, solver_s=solver_s,
-        shapes_total=total, shapes_solved=solved, shapes_pruned=len(screening.candidates) - solved, **size,
+        status="optimal" if rel <= gap + 1e-9 else "time limit" if search.out_of_time or wall >= limit else "gap open",
+        incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
+        solver_s=search.solver_s, shapes_total=total, shapes_solved=search.solved,
+        shapes_pruned=len(screening.candidates) - search.solved, **size,
     )
     return extract_plan(model, ctx, stats)
