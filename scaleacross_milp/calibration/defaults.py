@@ -96,13 +96,12 @@ def _read(path: Path) -> Profile:
     return read_profile(path)
 
 
-def load_profile(reference: str | None) -> Profile:
-    """A bundled profile by name (None: the default), else a profile file (relative to the working directory;
-    load_instance makes an instance's relative path absolute)."""
+def load_profile(reference: str | None, base_dir: Path = Path()) -> Profile:
+    """A bundled profile by name (None: the default), else a profile file (a relative path from `base_dir`)."""
     reference = reference or DEFAULT_PROFILE
     if reference in BUNDLES:
         return _read(PROFILE_DIR / f"{reference}.json")
-    path = Path(reference)
+    path = base_dir / reference
     if not path.is_file():
         raise InputError(f"collective_profile: '{reference}' is neither a bundled profile "
                          f"({', '.join(bundled_names())}) nor a file ({path} not found)")

@@ -102,10 +102,10 @@ def load_instance(path: str | Path) -> Instance:
     if isinstance(instance.model, ModelFile):
         instance = instance.model_copy(update={"model": instance.model.load(path.parent)})
     reference = instance.collective_profile
-    if reference is not None and reference not in bundled_names():  # a file: found from any directory later
-        instance = instance.model_copy(update={"collective_profile": str((path.parent / reference).resolve())})
     try:
-        load_profile(instance.collective_profile)
+        load_profile(reference, path.parent)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
+    if reference is not None and reference not in bundled_names():  # a file: found from any directory later
+        instance = instance.model_copy(update={"collective_profile": str((path.parent / reference).resolve())})
     return instance
