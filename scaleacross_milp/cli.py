@@ -1,4 +1,4 @@
-"""Command line: `scaleacross-milp solve | validate | schema`.
+"""Command line: `scaleacross-milp solve | validate | schema | calibrate`.
 
 Exit codes:
   0  success;
@@ -153,13 +153,7 @@ def solve(
 
 
 def write_plan(plan: Plan, output: Path, force: bool) -> None:
-    try:
-        with output.open("w" if force else "x") as handle:
-            handle.write(plan.model_dump_json(indent=2) + "\n")
-    except FileExistsError:
-        raise fail(f"{output} exists; not overwriting it (use --force)") from None
-    except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror})") from None
+    write_text(plan.model_dump_json(indent=2) + "\n", output, force)
     console().print(f"Plan written to {escape(str(output))}")
 
 
@@ -205,6 +199,81 @@ def validate(instance: InstanceArg) -> None:
     for line in instance_lines(spec):
         out.print(line, markup=False)
     out.print("OK")
+
+
+class PerfName(str, Enum):
+    all_reduce = "all_reduce"
+    all_gather = "all_gather"
+    reduce_scatter = "reduce_scatter"
+    alltoall = "alltoall"
+    sendrecv = "sendrecv"
+
+
+class MeasuredTierName(str, Enum):
+    nvlink = "nvlink"
+    fabric = "fabric"
+
+
+@app.command()
+def calibrate(
+    logs: Annotated[list[Path] | None, typer.Argument(help="nccl-tests output files", dir_okay=False)] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="profile JSON to write (a directory with --rebuild-defaults)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite existing output")] = False,
+    name: Annotated[str | None, typer.Option(help="profile name (default: the output file's stem)")] = None,
+    collective: Annotated[PerfName | None, typer.Option(help="for logs that do not name it")] = None,
+    ranks: Annotated[int | None, typer.Option(min=2, help="for logs without '# Rank' lines")] = None,
+    nodes: Annotated[int | None, typer.Option(min=1, help="for logs without '# Rank ... on HOST' lines")] = None,
+    tier: Annotated[MeasuredTierName | None, typer.Option(help="nvlink (one node) or fabric (several)")] = None,
+    gpu_model: Annotated[str | None, typer.Option(help="e.g. H100, for logs that do not name the GPU")] = None,
+    gpus_per_node: Annotated[int, typer.Option(min=1, help="GPUs per node / NVLink domain")] = 8,
+    rebuild_defaults: Annotated[Path | None, typer.Option(
+        "--rebuild-defaults", file_okay=False, help="rebuild the bundled profiles from this nccl-tests folder")] = None,
+) -> None:
+    """Fit collective profiles from nccl-tests logs and print the fit quality at every measured size. The
+    given --collective/--ranks/--nodes/--tier/--gpu-model apply to every LOG and must agree with what a log
+    states."""
+    from scaleacross_milp.calibration import defaults
+    from scaleacross_milp.calibration.assemble import Given, profile_from_logs
+    from scaleacross_milp.calibration.nccl_tests import PERF_NAMES, LogError
+    from scaleacross_milp.calibration.report import render_fit
+
+    if rebuild_defaults is not None:
+        if logs or output is None:
+            raise fail("--rebuild-defaults takes no LOG and needs -o DIR (the folder to write the profiles to)")
+        targets = {n: output / f"{n}.json" for n in defaults.bundled_names()}
+    elif not logs:
+        raise fail("give at least one nccl-tests LOG (or --rebuild-defaults DIR)")
+    else:
+        targets = {name or (output.stem if output else "profile"): output}
+    for target in targets.values():
+        if target is not None and target.exists() and not force:
+            raise fail(f"{target} exists; not overwriting it (use --force)")
+    given = Given(PERF_NAMES[collective.value] if collective else None, ranks, nodes,
+                  tier.value if tier else None, gpu_model)
+    try:
+        profiles = ([defaults.build_bundle(n, rebuild_defaults) for n in targets] if rebuild_defaults
+                    else [profile_from_logs(logs, next(iter(targets)), given, gpus_per_node=gpus_per_node)])
+    except (LogError, InputError) as exc:
+        raise fail(str(exc)) from None
+    out = console()
+    for profile in profiles:
+        render_fit(profile, out, detail=rebuild_defaults is None)
+        target = targets[profile.name]
+        if target is not None:
+            write_text(profile.to_json(), target, force)
+            out.print(f"Profile written to {escape(str(target))}")
+
+
+def write_text(text: str, output: Path, force: bool) -> None:
+    """Write `text`; an existing file only with `force`."""
+    try:
+        with output.open("w" if force else "x") as handle:
+            handle.write(text)
+    except FileExistsError:
+        raise fail(f"{output} exists; not overwriting it (use --force)") from None
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror})") from None
 
 
 class SchemaKind(str, Enum):

@@ -7,12 +7,27 @@ Per GPU of a stage cell, one microbatch:
   LM head + loss head FLOPs + 6 bytes per logit each way (bf16 logits, fp32 softmax / gradient)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
   optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
+Collectives (TP / CP / EP, p2p, intra-building DP) are priced by the instance's calibrated profile
+(`collective_profile`, default: the bundled default) when the profile's GPU model is a token of the GPU type's
+name ("H100" matches "h100-sxm"), with AlphaBetaModel.from_gpu for what the profile does not measure; any other
+GPU type is priced by AlphaBetaModel.from_gpu alone.
 """
 
 from __future__ import annotations
 
+import re
+
+from scaleacross_milp.calibration.defaults import load_profile
+from scaleacross_milp.calibration.model import ProfileCollectiveModel
 from scaleacross_milp.costmodel import compute, memory
-from scaleacross_milp.costmodel.comm import AlphaBetaModel, cp_comm, ep_comm, group_tier, tp_comm
+from scaleacross_milp.costmodel.comm import (
+    AlphaBetaModel,
+    CollectiveModel,
+    cp_comm,
+    ep_comm,
+    group_tier,
+    tp_comm,
+)
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts
 from scaleacross_milp.costmodel.dp import dp_intra_s_per_layer
 from scaleacross_milp.spec.hardware import GPUType
@@ -25,7 +40,19 @@ from scaleacross_milp.spec.training import Recompute, Training
 LOGIT_BYTES_EACH_WAY = 6.0
 
 
-def _layer_times(model: ModelSpec, shape: Shape, training: Training, gpu: GPUType) -> tuple[OpTimes, float]:
+def collective_model(instance: Instance, gpu_name: str, gpu: GPUType) -> CollectiveModel:
+    """The profile-backed model when the instance's profile is for this GPU type (module docstring), else
+    AlphaBetaModel.from_gpu."""
+    datasheet = AlphaBetaModel.from_gpu(gpu)
+    profile = load_profile(instance.collective_profile)
+    if profile.gpu_model.lower() in re.split(r"[^a-z0-9]+", gpu_name.lower()):
+        return ProfileCollectiveModel(profile, fallback=datasheet)
+    return datasheet
+
+
+def _layer_times(
+    model: ModelSpec, shape: Shape, training: Training, gpu: GPUType, comm: CollectiveModel
+) -> tuple[OpTimes, float]:
     """(average layer OpTimes incl. exposed comm, the comm part) per GPU, one microbatch."""
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
@@ -42,7 +69,6 @@ def _layer_times(model: ModelSpec, shape: Shape, training: Training, gpu: GPUTyp
     elem_f = compute.memory_time_s(elem / split, gpu)
     elem_bi = 2 * elem_f + (elem_f if training.recompute is Recompute.full else 0.0)
 
-    comm = AlphaBetaModel.from_gpu(gpu)
     tp = tp_comm(
         comm,
         group_tier(split, gpu),
@@ -74,9 +100,9 @@ def _gpu_costs(
     model, training = instance.model_spec, instance.training
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
-    comm = AlphaBetaModel.from_gpu(gpu)
+    comm = collective_model(instance, gpu_name, gpu)
     tp_tier = group_tier(split, gpu)
-    layer, layer_comm = _layer_times(model, shape, training, gpu)
+    layer, layer_comm = _layer_times(model, shape, training, gpu, comm)
 
     act = b * s * model.hidden * beta / split
     emb_rs = comm.time_s("reduce_scatter", tp_tier, shape.tp, act * shape.tp)

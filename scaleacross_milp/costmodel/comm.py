@@ -30,7 +30,11 @@ STEP_ALPHA_S: dict[str, float] = {"nvlink": 1e-6, "fabric": 3e-6, "cross_buildin
 class CollectiveModel(Protocol):
     """Anything that prices a collective; a calibrated table model can replace AlphaBetaModel."""
 
-    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float) -> float: ...
+    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float,
+               ranks_per_node: int | None = None) -> float:
+        """Seconds for `collective` over `ranks` ranks of `tier` on `nbytes`; `ranks_per_node` (fabric only) is
+        how many of the group's ranks share a node (None: the group fills its nodes)."""
+        ...
 
 
 def bandwidth_factor(collective: Collective, n: int) -> float:
@@ -70,7 +74,9 @@ class AlphaBetaModel:
             step_alpha_s={**STEP_ALPHA_S, "cross_building": cross_building_alpha_s},
         )
 
-    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float) -> float:
+    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float,
+               ranks_per_node: int | None = None) -> float:
+        """`ranks_per_node` is ignored: the fabric bandwidth is already one NIC per rank."""
         if ranks <= 1 and collective != "p2p":
             return 0.0
         if nbytes <= 0:

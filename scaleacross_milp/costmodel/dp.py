@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scaleacross_milp.costmodel.comm import AlphaBetaModel, Collective, Tier
+from scaleacross_milp.costmodel.comm import Collective, CollectiveModel, Tier
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
@@ -59,30 +59,32 @@ def dp_cross_phases(
 
 
 def hierarchical_time_s(
-    comm: AlphaBetaModel,
+    comm: CollectiveModel,
     collective: Collective,
     ranks: int,
     nbytes: float,
     ranks_per_pod: int,
     oversubscription: float,
     tier: Tier = "fabric",
+    ranks_per_node: int | None = None,
 ) -> float:
     """`collective` over `ranks` fabric ranks, hierarchical when they span pods: in-pod collective over
-    min(ranks, ranks_per_pod) ranks at B, plus an all-reduce (reduce-scatter or all-gather for those
-    collectives) of the nbytes/n_pod shard over the pods at B/oversubscription."""
+    min(ranks, ranks_per_pod) ranks at B (`ranks_per_node` of them per node), plus an all-reduce (reduce-scatter
+    or all-gather for those collectives) of the nbytes/n_pod shard over the pods at B/oversubscription (one
+    rank per node: each in-pod rank runs its own cross-pod collective)."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
     in_pod = max(1, min(ranks, ranks_per_pod))
-    t = comm.time_s(collective, tier, in_pod, nbytes)
+    t = comm.time_s(collective, tier, in_pod, nbytes, ranks_per_node)
     pods = math.ceil(ranks / in_pod)
     if pods > 1:
         shard = nbytes / in_pod
-        t += comm.time_s(collective, "fabric", pods, shard) * oversubscription
+        t += comm.time_s(collective, "fabric", pods, shard, 1) * oversubscription
     return t
 
 
 def dp_intra_s_per_layer(
-    comm: AlphaBetaModel,
+    comm: CollectiveModel,
     shape: Shape,
     building: Building,
     variant: DPVariant,
@@ -93,7 +95,8 @@ def dp_intra_s_per_layer(
     """Exposed intra-building DP time per layer held, per step. `*_grad_bytes` are one GPU's gradient bytes
     of the layer (dense split over tp, experts over tp*ep). The DP group (dp*cp dense, dp*cp/ep experts; the
     HSDP shard group divides by replicas) is capped at the DP members that fit in the building; it runs over
-    NVLink when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain."""
+    NVLink when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over
+    the fabric max(1, domain // (tp*pp)) DP peers share a node."""
     r = variant.replicas if variant.mode is DPMode.hsdp else 1
     members_in_building = max(1, building.gpus // (shape.tp * shape.pp))  # DP x CP ranks of one stage slot
     ranks_per_pod = max(1, (building.pod_gpus or building.gpus) // (shape.tp * shape.pp))
@@ -105,7 +108,8 @@ def dp_intra_s_per_layer(
     ):
         n = min(max(1, group // r) if variant.mode is DPMode.hsdp else group, members_in_building)
         tier: Tier = "nvlink" if n * shape.tp * shape.pp <= nvlink_domain_gpus else "fabric"
+        per_node = max(1, min(n, nvlink_domain_gpus // (shape.tp * shape.pp)))
         total += hierarchical_time_s(
-            comm, collective, n, nbytes, ranks_per_pod, building.oversubscription, tier
+            comm, collective, n, nbytes, ranks_per_pod, building.oversubscription, tier, per_node
         )
     return total

@@ -46,6 +46,11 @@ class Instance(Contract):
     gpu_types: dict[str, GPUType] = Field(min_length=1)
     topology: Topology
     search: SearchOptions = Field(default_factory=SearchOptions)
+    collective_profile: str | None = Field(
+        None,
+        description="calibrated collective profile: a bundled name (scaleacross_milp/calibration/profiles/) or "
+        "a profile JSON path relative to the instance file; None: the bundled 'default'",
+    )
 
     @model_validator(mode="after")
     def _gpu_types_known(self) -> Instance:
@@ -91,7 +96,16 @@ def read_json(path: Path) -> dict:
 def load_instance(path: str | Path) -> Instance:
     """Read, validate and resolve an instance file; a model file reference is replaced by its spec."""
     path = Path(path)
+    from scaleacross_milp.calibration.defaults import bundled_names, load_profile
+
     instance = Instance.model_validate(read_json(path))
     if isinstance(instance.model, ModelFile):
         instance = instance.model_copy(update={"model": instance.model.load(path.parent)})
+    reference = instance.collective_profile
+    try:
+        load_profile(reference, path.parent)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    if reference is not None and reference not in bundled_names():  # a file: found from any directory later
+        instance = instance.model_copy(update={"collective_profile": str((path.parent / reference).resolve())})
     return instance

@@ -1,0 +1,1 @@
+"""Calibration of collective times from nccl-tests logs: parse, fit, profile, interpolate, linearise."""
