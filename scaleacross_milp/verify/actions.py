@@ -57,7 +57,8 @@ class ScheduleActions:
 
 def _one_f_one_b(p: int, m: int, r: int, split: bool, delay_w: int) -> list[Action]:
     """1F1B on rank r (warmup p-1-r forwards); with `split`, B becomes I and W, each W deferred by
-    `delay_w` microbatches (ZB-H1 fills the cool-down bubble with the deferred W)."""
+    `delay_w` microbatches (ZB-H1 defers r on rank r: the fill a rank skips is spent on W later, so the
+    cool-down bubble shrinks to (p-1)(F+I-W))."""
     warmup = min(p - 1 - r, m)
     ops = [Action(r, "F", i) for i in range(warmup)]
     done_w = 0
@@ -149,7 +150,7 @@ def build_actions(schedule: Schedule, p: int, m: int, v: int = 1) -> ScheduleAct
         order = [_one_f_one_b(p, m, r, split=False, delay_w=0) for r in range(p)]
         return _checked(ScheduleActions("1f1b", p, p, m, loop_map(p, 1), _freeze(order)))
     if schedule is Schedule.zb_h1:
-        order = [_one_f_one_b(p, m, r, split=True, delay_w=min(p - 1 - r, m)) for r in range(p)]
+        order = [_one_f_one_b(p, m, r, split=True, delay_w=min(r, m)) for r in range(p)]
         return _checked(ScheduleActions("zb-h1", p, p, m, loop_map(p, 1), _freeze(order)))
     if schedule is Schedule.interleaved:
         if v < 2 or m % p:

@@ -149,7 +149,7 @@ class _Builder:
         return connections * qp, qp
 
     def _rank(self, g: int, rank: int) -> None:
-        pattern, actions, shape = self.r.patterns[g], self.r.actions, self.r.layout.shape
+        pattern, actions = self.r.patterns[g], self.r.actions
         building = pattern.buildings[rank]
         work = self.w.rank(building, rank)
         track, comm_track = self._track(g, rank), self._track(g, rank) + " comm"
