@@ -203,6 +203,8 @@ def check_actions(actions: ScheduleActions, line_of: dict[int, int] | None = Non
                 problems.append(f"line {line}: action {s}F{mb} is missing")
             if "B" in has and has & {"I", "W"}:
                 problems.append(f"line {line}: stage {s} microbatch {mb} has both B and I/W")
+            elif not has & {"B", "I", "W"}:
+                problems.append(f"line {line}: action {s}B{mb} (or {s}I{mb} and {s}W{mb}) is missing")
             elif "B" not in has:
                 problems += [f"line {line}: action {s}{k}{mb} is missing" for k in ("I", "W") if k not in has]
     return problems

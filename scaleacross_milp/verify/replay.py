@@ -10,7 +10,8 @@ The iteration is a graph of operations; an operation starts when all its predece
   comm stream of each rank      FSDP/HSDP all-gathers, prefetched: issued once the action two before the one
                                 that needs it has finished; the DP reduction of each chunk, layer by layer as
                                 its weight gradients become ready (comm finishes at
-                                max(c0 + n d, t0 + max_i((i+1) delta + (n-i) d)), delta = op time / n layers)
+                                max(c0 + n d, t0 + max_i((i+1) delta + (n-i) d)), delta = window / n layers,
+                                the window being the op that finalises the gradients (t0 its start)
   across buildings              when a stage's cells sit in several buildings, the chunk's reduction joins all
                                 patterns and then moves (G x_s + Q x_t) / D gradient copies s -> t (ring over
                                 the B holders, 2 (B-1) latency steps); all-gathers move their share per op
@@ -43,6 +44,9 @@ class Level:
     dp_sync: bool = True
     all_gathers: bool = True
     optimizer: bool = True
+    whole_backward_window: bool = False
+    """True: a chunk's DP reduction may overlap the whole last backward (I + W) of that chunk, as the MILP
+    assumes; False: each layer's reduction starts once its weight gradient is final (after W)."""
 
 
 FULL = Level()
@@ -77,7 +81,8 @@ class _Graph:
     preds: list[list[int]] = field(default_factory=list)
     meta: list[tuple[str, str, str]] = field(default_factory=list)
     transfer: dict[int, Transfer] = field(default_factory=dict)
-    layered: dict[int, tuple[int, int | None, int, float]] = field(default_factory=dict)
+    layered: dict[int, tuple[int, int | None, int, float, float]] = field(default_factory=dict)
+    """LAYERED node -> (op producing the gradients, previous comm node, layers, seconds per layer, window)."""
 
     def add(self, kind: int, duration: float, track: str, name: str, category: str, preds=()) -> int:
         self.kind.append(kind)
@@ -184,7 +189,8 @@ class _Builder:
             if self.level.dp_sync and last_backward.get(a.stage) == k:
                 previous = comm
                 comm = self.g.add(LAYERED, 0.0, comm_track, f"reduce {a.stage}", "dp", (node, previous))
-                self.g.layered[comm] = (node, previous, stage.layers, work.dp_layer_s)
+                window = stage.op_s("I") + stage.op_s("W") if self.level.whole_backward_window else stage.op_s(a.kind)
+                self.g.layered[comm] = (node, previous, stage.layers, work.dp_layer_s, window)
                 self.layered.setdefault((rank, a.stage), []).append(comm)
                 tail.append(comm)
         self.compute_totals[track] = (totals[0], totals[1], totals[2])
@@ -320,9 +326,9 @@ def _simulate(graph: _Graph, network: FluidNetwork, fabric: Fabric) -> tuple[lis
             classes = fabric.classes(tr.src, tr.dst, tr.subflows)
             network.add_flow(node, classes, tr.nbytes / tr.subflows, tr.cap)
         elif kind == LAYERED:
-            op, prev, layers, d = graph.layered[node]
-            op_start, op_time = start[op], graph.duration[op]
-            delta = op_time / layers
+            op, prev, layers, d, window = graph.layered[node]
+            op_start = finish[op] - window
+            delta = window / layers
             comm_free = finish[prev] if prev is not None else -math.inf
             done = max(comm_free + layers * d, op_start + (layers * delta + d if delta >= d else delta + layers * d))
             heapq.heappush(heap, (max(t, done), node))

@@ -9,6 +9,8 @@ Breakdown by successive replays (each adds one group of effects, so the parts ad
 Effects the MILP does not linearise, each measured by a replay without it:
   send serialisation  makespan(B) - makespan(B with latency-only sends): the MILP charges a crossing its
                       latency in fill/drain and the link's bandwidth only as a per-cycle bound
+  DP overlap window   makespan(C) - makespan(C with each chunk's reduction free to overlap its whole last
+                      backward I + W): the MILP credits the backward share of stage 0's time
   all-gathers         makespan(D) - makespan(C): the MILP assumes prefetch hides them
   schedule bubble     bubble(A) - beta (sum_j C_j - max_j C_j), beta = costmodel.schedule's coefficient,
                       C_j rank j's work per microbatch (the MILP's fill/drain formula, exact only in steady
@@ -28,18 +30,21 @@ from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.replay import FULL, Level, ReplayResult, replay
 from scaleacross_milp.verify.workload import Workload, build_workload
 
-TOLERANCE = 0.05
-"""|residual| <= 5 % of the prediction. What both sides model alike still differs by: ECMP collisions of the
-actual hashed connections vs the MILP's expected-maximum load of cell_gpus flows; fair sharing of a link by
-concurrent flows vs its average load; per-layer overlap of the last backward with DP reduction vs the MILP's
-backward share of stage 0; per-chunk sends (v per microbatch) vs the MILP's two; max over ranks of
-(sync + optimizer) vs the MILP's sum of maxima; ring latency 2(B-1) steps vs 2 for DP across B > 2 buildings.
-On the bundled and generated instances these stay within a few % (benchmarks/verify_instances.py)."""
+TOLERANCE = 0.10
+"""|residual| <= 10 % of the prediction. What both sides model alike still differs by: the cross-building DP
+phase of a chunk starts in the replay only once every layer of that chunk is reduced in every building (the MILP
+overlaps it with the last backward: up to +8 % on a one-stage job split over two buildings); the MILP's
+cross-building all-reduce volume at the average layers per stage and its ring of 2 latency steps vs 2(B-1) in the
+replay; ECMP collisions of the actually hashed connections vs the expected maximum load of cell_gpus flows;
+fair sharing of a link by concurrent flows vs its average load; per-chunk sends (v per microbatch) vs the MILP's
+two; max over ranks of (sync + optimizer) vs the MILP's sum of maxima. Measured residuals on the bundled and
+generated instances: -8.0 % .. +7.9 % (benchmarks/verify_instances.py)."""
 
 COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
 SENDS_LATENCY_ONLY = Level(send_bytes=False, dp_sync=False, all_gathers=False, optimizer=False)
 NO_GATHERS = Level(all_gathers=False)
+NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
 
 
 def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple[Verification, ReplayResult]:
@@ -48,7 +53,8 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
     runs = {name: replay(workload, instance.topology, level) for name, level in
-            (("A", COMPUTE), ("B", SENDS), ("B0", SENDS_LATENCY_ONLY), ("C", NO_GATHERS), ("D", FULL))}
+            (("A", COMPUTE), ("B", SENDS), ("B0", SENDS_LATENCY_ONLY), ("C", NO_GATHERS),
+             ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
     a, b, d = runs["A"], runs["B"], runs["D"]
     total = d.makespan_s
     busy = a.busiest_compute_s + a.busiest_tp_cp_s + a.busiest_ep_s
@@ -95,7 +101,7 @@ def _formula_bubble(workload: Workload) -> float:
 
 
 def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
-    a, b, b0, c, d = (runs[k] for k in ("A", "B", "B0", "C", "D"))
+    a, b, b0, c, c0, d = (runs[k] for k in ("A", "B", "B0", "C", "C0", "D"))
     bubble = max(0.0, a.makespan_s - a.busiest_compute_s - a.busiest_tp_cp_s - a.busiest_ep_s)
     formula = _formula_bubble(workload)
     resolved = workload.resolved
@@ -114,6 +120,13 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
             detail=f"cross-building sends of {resolved.layout.shape.dp:,} pipelines x "
                    f"{workload.p2p_bytes / 1e6:.1f} MB take link time on the critical path; the MILP charges "
                    f"only their latency there (bandwidth enters as a per-cycle bound)",
+        ))
+    window = c.makespan_s - c0.makespan_s
+    if window > 0:
+        effects.append(Effect(
+            name="DP overlap window", seconds=window,
+            detail="each layer's gradient reduction can start only once its weight gradient is final (after W "
+                   "in zero-bubble schedules); the MILP lets it overlap the whole last backward of stage 0",
         ))
     gathers = d.makespan_s - c.makespan_s
     if gathers > 0:
