@@ -319,7 +319,7 @@ def test_evaluate_schedule_csv_with_missing_action_exits_2(tmp_path):
     (tmp_path / "broken.csv").write_text("0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n")
     layout = {k: v for k, v in CAMPUS_LAYOUT.items() if k != "schedule"} | {"schedule_csv": "broken.csv"}
     assert_input_error(run("evaluate", CAMPUS, write(tmp_path, layout, "layout.json")),
-                       "broken.csv: line 1: action 0B1 is missing")
+                       "broken.csv: line 1: action 0B1 (or 0I1 and 0W1) is missing")
 
 
 @pytest.mark.parametrize(("change", "needle"), [
