@@ -1,4 +1,4 @@
-"""Command line: `scaleacross-milp solve | validate | schema | calibrate`.
+"""Command line: `scaleacross-milp solve | evaluate | validate | schema | calibrate`.
 
 Exit codes:
   0  success;
@@ -11,9 +11,10 @@ Exit codes:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -21,8 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from scaleacross_milp.report.summary import render_plan
+from scaleacross_milp.report.verification import render_verification
 from scaleacross_milp.spec.instance import InputError, Instance, load_instance, read_json
-from scaleacross_milp.spec.plan import Plan
+from scaleacross_milp.spec.plan import Layout, Plan
 
 EXIT_NO_PLAN = 1
 EXIT_INPUT = 2
@@ -118,24 +120,39 @@ def fraction(value: float | None) -> float | None:
 
 
 InstanceArg = Annotated[Path, typer.Argument(help="instance JSON file", dir_okay=False)]
+ForceOpt = Annotated[bool, typer.Option("--force", help="overwrite existing output files")]
+TraceOpt = Annotated[Path | None, typer.Option(
+    "--trace", help="write a Chrome trace of the replay (chrome://tracing, Perfetto)", dir_okay=False)]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="draw the replay's per-stage timeline (PNG)",
+                                              dir_okay=False)]
+
+
+def refuse_existing(paths: list[Path | None], force: bool) -> None:
+    for path in paths:
+        if path is not None and path.exists() and not force:
+            raise fail(f"{path} exists; not overwriting it (use --force)")
 
 
 @app.command()
 def solve(
     instance: InstanceArg,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the plan JSON here")] = None,
-    force: Annotated[bool, typer.Option("--force", help="overwrite an existing --output file")] = False,
+    force: ForceOpt = False,
     time_limit: Annotated[float | None, typer.Option(
         "--time-limit", callback=positive, help="seconds > 0 (default: search.time_limit_s)")] = None,
     gap: Annotated[float | None, typer.Option(
         "--gap", callback=fraction, help="relative MIP gap in [0, 1) (default: search.rel_gap)")] = None,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="HiGHS threads")] = None,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="skip the replay of the chosen plan")] = False,
+    trace: TraceOpt = None,
+    plot: PlotOpt = None,
 ) -> None:
-    """Find the fastest layout and print its summary; write the plan JSON only with -o."""
+    """Find the fastest layout, replay it (unless --no-verify) and print both; write the plan JSON only with -o."""
     from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
 
-    if output is not None and output.exists() and not force:
-        raise fail(f"{output} exists; not overwriting it (use --force)")
+    if no_verify and (trace or plot):
+        raise fail("--trace and --plot need the replay; drop --no-verify")
+    refuse_existing([output, trace, plot], force)
     spec = load_or_exit(instance)
     try:
         plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads)
@@ -148,13 +165,87 @@ def solve(
         message = f"internal error: the solver built an invalid {exc.title}: {details}"
         raise fail(message, EXIT_INTERNAL) from None
     render_plan(plan, console())
+    if not no_verify:
+        plan = verify_and_report(spec, plan, Path(), trace, plot, force, internal=True)
     if output is not None:
         write_plan(plan, output, force)
 
 
+def load_layout(path: Path) -> Layout:
+    """A plan file (with the optimiser's report) or a bare layout; problems name the field."""
+    data = read_json(path)
+    kind = Plan if isinstance(data, dict) and "prediction" in data else Layout
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        raise Problems(path, error_lines(exc)) from None
+
+
+def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Path | None, plot: Path | None,
+                      force: bool, internal: bool = False) -> Layout:
+    """Replay `layout`, print the verification, write trace / plot; returns the layout with it attached when
+    it is a Plan. `internal`: the layout came from the solver, so a mismatch is a bug (exit 3)."""
+    from scaleacross_milp.verify.replay import DeadlockError
+    from scaleacross_milp.verify.verifier import verify
+
+    try:
+        verification, run = verify(spec, layout, base_dir)
+    except (InputError, DeadlockError) as exc:
+        if internal:
+            raise fail(f"internal error: the solver's plan does not replay: {exc}", EXIT_INTERNAL) from None
+        raise fail(str(exc)) from None
+    render_verification(verification, console())
+    if trace is not None:
+        from scaleacross_milp.verify.trace import chrome_trace
+
+        events = chrome_trace(run.records)
+        write_file(trace, force, lambda handle: json.dump(events, handle), "trace", binary=False)
+    if plot is not None:
+        from scaleacross_milp.report.timeline import draw_timeline
+
+        title = f"{spec.name}: replayed iteration {verification.iteration_s:.3f} s"
+        write_file(plot, force, lambda handle: draw_timeline(run.records, handle, title), "timeline", binary=True)
+    return layout.model_copy(update={"verification": verification}) if isinstance(layout, Plan) else layout
+
+
+@app.command()
+def evaluate(
+    instance: InstanceArg,
+    plan: Annotated[Path, typer.Argument(help="plan or layout JSON file (placement optional)", dir_okay=False)],
+    force: ForceOpt = False,
+    trace: TraceOpt = None,
+    plot: PlotOpt = None,
+) -> None:
+    """Price a fixed plan or layout without optimising: replay it and print the verifier's report."""
+    refuse_existing([trace, plot], force)
+    spec = load_or_exit(instance)
+    try:
+        layout = load_layout(plan)
+    except Problems as problems:
+        raise report_problems(problems) from None
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    if isinstance(layout, Plan):
+        render_plan(layout, console())
+    verify_and_report(spec, layout, plan.parent, trace, plot, force)
+
+
+def write_file(output: Path, force: bool, write: Callable[[IO], None], what: str, binary: bool) -> None:
+    """Write through `write`; an existing file is kept unless `force`."""
+    mode = ("w" if force else "x") + ("b" if binary else "")
+    try:
+        with output.open(mode) as handle:
+            write(handle)
+    except FileExistsError:
+        raise fail(f"{output} exists; not overwriting it (use --force)") from None
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror})") from None
+    console().print(f"{what.capitalize()} written to {escape(str(output))}")
+
+
 def write_plan(plan: Plan, output: Path, force: bool) -> None:
-    write_text(plan.model_dump_json(indent=2) + "\n", output, force)
-    console().print(f"Plan written to {escape(str(output))}")
+    write_file(output, force, lambda handle: handle.write(plan.model_dump_json(indent=2) + "\n"), "plan",
+               binary=False)
 
 
 def degrees(values) -> str:
@@ -261,30 +352,20 @@ def calibrate(
         render_fit(profile, out, detail=rebuild_defaults is None)
         target = targets[profile.name]
         if target is not None:
-            write_text(profile.to_json(), target, force)
-            out.print(f"Profile written to {escape(str(target))}")
-
-
-def write_text(text: str, output: Path, force: bool) -> None:
-    """Write `text`; an existing file only with `force`."""
-    try:
-        with output.open("w" if force else "x") as handle:
-            handle.write(text)
-    except FileExistsError:
-        raise fail(f"{output} exists; not overwriting it (use --force)") from None
-    except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror})") from None
+            text = profile.to_json()
+            write_file(target, force, lambda handle, text=text: handle.write(text), "profile", binary=False)
 
 
 class SchemaKind(str, Enum):
     instance = "instance"
     plan = "plan"
+    layout = "layout"
 
 
 @app.command()
 def schema(kind: Annotated[SchemaKind, typer.Argument(help="which contract")] = SchemaKind.instance) -> None:
-    """Print the JSON Schema of an instance (default) or a plan."""
-    model = Instance if kind is SchemaKind.instance else Plan
+    """Print the JSON Schema of an instance (default), a plan or a layout (what evaluate reads)."""
+    model = {SchemaKind.instance: Instance, SchemaKind.plan: Plan, SchemaKind.layout: Layout}[kind]
     typer.echo(json.dumps(model.model_json_schema(), indent=2))
 
 

@@ -247,3 +247,103 @@ def test_schema_prints_json_schema(args, fields):
 
 def test_schema_unknown_kind_exits_2():
     assert run("schema", "bogus").exit_code == 2
+
+
+# ---- verification: solve replays, evaluate, trace, plot ------------------------------------------------------
+
+CAMPUS_LAYOUT = {
+    "shape": {"tp": 4, "pp": 2, "dp": 512, "micro_batch": 1, "microbatches": 2}, "schedule": "1f1b",
+    "dp_mode": "fsdp-no-reshard",
+    "stages": [{"stage": 0, "layers": 40, "cells_per_building": {"A": 512}},
+               {"stage": 1, "layers": 40, "cells_per_building": {"B": 512}}],
+}
+
+
+def test_solve_prints_verification_side_by_side(solved):
+    result, out = solved
+    text = result.stdout
+    predicted = float(re.search(r"^MILP predicted: ([\d.]+) s$", text, re.M).group(1))
+    verified = float(re.search(r"^Verifier: ([\d.]+) s$", text, re.M).group(1))
+    match = re.search(r"^Difference: ([+-])([\d.]+) (ms|s) \(([+-][\d.]+) %\)$", text, re.M)
+    assert match
+    assert predicted == pytest.approx(float(re.search(r"^Iteration time: ([\d.]+) s$", text, re.M).group(1)))
+    assert float(match.group(4)) == pytest.approx((verified - predicted) / predicted * 100, abs=0.2)
+    for label in ("compute", "pipeline bubble", "pipeline sends (exposed)", "DP synchronisation (exposed)",
+                  "TP/CP collectives (exposed)", "EP all-to-all (exposed)", "optimizer step"):
+        assert label in text
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.verification is not None and plan.verification.iteration_s == pytest.approx(verified, abs=1e-3)
+
+
+def test_solve_no_verify_skips_replay(tmp_path):
+    result = run("solve", CAMPUS, "--time-limit", "20", "--no-verify", "-o", tmp_path / "p.json")
+    assert result.exit_code == 0, result.output
+    assert "Verifier" not in result.stdout
+    assert Plan.model_validate_json((tmp_path / "p.json").read_text()).verification is None
+
+
+def test_evaluate_layout_without_optimiser_output(tmp_path):
+    layout = write(tmp_path, CAMPUS_LAYOUT, "layout.json")
+    trace, plot = tmp_path / "trace.json", tmp_path / "timeline.png"
+    result = run("evaluate", CAMPUS, layout, "--trace", trace, "--plot", plot)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^Verifier: [\d.]+ s$", result.stdout, re.M)
+    assert "MILP predicted" not in result.stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"p0 x512 rank 0 (A)", "p0 x512 rank 1 (B)", "link A->B", "link B->A"} <= names
+    assert {"forward", "backward", "send", "dp", "idle", "optimizer"} <= {e.get("cat") for e in events}
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_single_building_layout_prices_published_style_run(tmp_path):
+    bare = {"shape": {"tp": 8, "pp": 4, "dp": 64, "micro_batch": 1, "microbatches": 16},
+            "schedule": "interleaved", "interleave": 2, "dp_mode": "fsdp"}
+    result = run("evaluate", CAMPUS, write(tmp_path, bare, "bare.json"))
+    assert result.exit_code == 0, result.output
+    assert "all stages in building A, layers per stage [20, 20, 20, 20]" in result.stdout
+
+
+def test_evaluate_custom_schedule_csv(tmp_path):
+    from scaleacross_milp.spec.search import Schedule
+    from scaleacross_milp.verify.actions import build_actions, write_csv
+
+    write_csv(build_actions(Schedule.zb_h1, 2, 2), tmp_path / "custom.csv")
+    layout = {k: v for k, v in CAMPUS_LAYOUT.items() if k != "schedule"} | {"schedule_csv": "custom.csv"}
+    result = run("evaluate", CAMPUS, write(tmp_path, layout, "layout.json"))
+    assert result.exit_code == 0, result.output
+    assert "schedule custom (custom.csv)" in result.stdout
+
+
+def test_evaluate_schedule_csv_with_missing_action_exits_2(tmp_path):
+    (tmp_path / "broken.csv").write_text("0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n")
+    layout = {k: v for k, v in CAMPUS_LAYOUT.items() if k != "schedule"} | {"schedule_csv": "broken.csv"}
+    assert_input_error(run("evaluate", CAMPUS, write(tmp_path, layout, "layout.json")),
+                       "broken.csv: line 1: action 0B1 (or 0I1 and 0W1) is missing")
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    (lambda d: d["stages"][0]["cells_per_building"].update(A=600), "stages[0]: 600 cells"),
+    (lambda d: d["stages"][1]["cells_per_building"].update(B=256, A=256),
+     "building A is over capacity: 3,072 GPUs placed, it has 2,048"),
+    (lambda d: d["stages"][1].update(cells_per_building={"C": 512}), "unknown building 'C'"),
+    (lambda d: d["shape"].update(dp=256), "dp x micro_batch x microbatches = 512 sequences"),
+])
+def test_evaluate_mismatched_plan_exits_2(tmp_path, change, needle):
+    data = json.loads(json.dumps(CAMPUS_LAYOUT))
+    change(data)
+    assert_input_error(run("evaluate", CAMPUS, write(tmp_path, data, "layout.json")), needle)
+
+
+def test_evaluate_malformed_layout_names_fields(tmp_path):
+    data = CAMPUS_LAYOUT | {"dp_mode": "zero3", "colour": 1}
+    assert_input_error(run("evaluate", CAMPUS, write(tmp_path, data, "layout.json")), "2 problems", "dp_mode:",
+                       "colour: Extra inputs are not permitted")
+
+
+def test_evaluate_refuses_to_overwrite_trace(tmp_path):
+    trace = tmp_path / "trace.json"
+    trace.write_text("keep")
+    result = run("evaluate", CAMPUS, write(tmp_path, CAMPUS_LAYOUT, "layout.json"), "--trace", trace)
+    assert_input_error(result, "exists", "--force")
+    assert trace.read_text() == "keep"

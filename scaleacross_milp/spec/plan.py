@@ -1,8 +1,11 @@
-"""A training layout (the plan) and what the optimiser reports about it."""
+"""A training layout (the plan), what the optimiser reports about it, and what the verifier measured.
+
+`Layout` holds the decisions only (what `evaluate` prices); `Plan` extends it with the optimiser's report.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from scaleacross_milp.spec.base import Contract
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -102,16 +105,104 @@ class SolveStats(Contract):
     constraints: NonNegativeInt
 
 
-class Plan(Contract):
-    instance: str
+class VerifiedBreakdown(Contract):
+    """The verifier's iteration time decomposed (seconds); the parts add up to its `iteration_s`.
+
+    Attribution by successive replays: compute-only (compute + TP/CP/EP of the busiest rank, the rest of its
+    makespan is bubble), + pipeline sends (exposed PP), + DP synchronisation and optimizer step."""
+
+    compute_s: NonNegativeFloat
+    exposed_tp_cp_s: NonNegativeFloat = Field(description="TP and CP collectives of the busiest rank")
+    exposed_ep_s: NonNegativeFloat = Field(description="EP all-to-alls of the busiest rank (MoE layers)")
+    bubble_s: NonNegativeFloat
+    exposed_pp_s: NonNegativeFloat
+    exposed_dp_s: NonNegativeFloat
+    optimizer_s: NonNegativeFloat
+
+
+class LinkLoad(Contract):
+    """One direction of an inter-building link as replayed."""
+
+    a: str
+    b: str
+    transport: Transport
+    pp_gbyte: NonNegativeFloat
+    dp_gbyte: NonNegativeFloat
+    busy_s: NonNegativeFloat = Field(description="bytes / effective capacity (load balance x loss goodput)")
+    utilisation: NonNegativeFloat = Field(description="busy_s / iteration time")
+
+
+class Effect(Contract):
+    """Part of the verifier-minus-optimiser difference measured by replaying without one effect that the MILP
+    does not linearise."""
+
+    name: str
+    seconds: float
+    detail: str
+
+
+class Verification(Contract):
+    """An independent replay of one iteration (scaleacross_milp.verify) next to the optimiser's prediction."""
+
+    iteration_s: NonNegativeFloat
+    breakdown: VerifiedBreakdown
+    predicted_s: NonNegativeFloat | None = Field(None, description="the optimiser's iteration time, if any")
+    difference_s: float | None = Field(None, description="iteration_s - predicted_s")
+    relative_difference: float | None = Field(None, description="difference_s / predicted_s")
+    tokens_per_s: NonNegativeFloat
+    patterns: PositiveInt = Field(description="distinct pipeline patterns simulated")
+    pipelines: PositiveInt
+    links: list[LinkLoad] = Field(default_factory=list)
+    effects: list[Effect] = Field(default_factory=list, description="measured causes of the difference")
+    residual_s: float | None = Field(None, description="difference_s minus the effects: what both model alike")
+    tolerance: float | None = Field(None, description="agreement tolerance on |residual_s| / predicted_s")
+    notes: list[str] = Field(default_factory=list, description="how the replay was set up")
+    replay_wall_s: NonNegativeFloat
+
+
+class Layout(Contract):
+    """The decisions of a training layout, without any optimiser output: what `evaluate` prices.
+
+    `stages` and `pipelines` may be left out: the job then runs in one building (the first that holds it)
+    with layers split as evenly as the schedule allows. `pipelines` may be left out alone: stages are then
+    chained building by building. `transports` maps "A-B" to the transport of that link (default: the
+    first the link supports). `schedule_csv` (a torchtitan / torch.distributed.pipelining compute-only CSV,
+    one row per rank, path relative to the layout file) replaces `schedule` with a custom action list."""
+
+    instance: str | None = None
     shape: Shape
-    schedule: Schedule
+    schedule: Schedule | None = None
+    schedule_csv: str | None = None
     interleave: PositiveInt = 1
     dp_mode: DPMode
     hsdp_replicas: PositiveInt | None = Field(None, description="HSDP replica groups (shard group = dp/this)")
+    stages: list[StagePlacement] | None = None
+    pipelines: list[PipelineRoute] | None = None
+    transports: dict[str, Transport] | None = None
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> Layout:
+        if (self.schedule is None) == (self.schedule_csv is None):
+            raise ValueError("give exactly one of schedule or schedule_csv")
+        if self.pipelines is not None and self.stages is None:
+            raise ValueError("pipelines given without stages")
+        return self
+
+    def link_transports(self) -> dict[str, Transport]:
+        """Transport per link, keyed "A-B" as in the instance's link list."""
+        return dict(self.transports or {})
+
+
+class Plan(Layout):
+    instance: str
+    schedule: Schedule
     stages: list[StagePlacement]
     pipelines: list[PipelineRoute]
     links: list[LinkUse]
     prediction: Prediction
     solve: SolveStats
     explanation: list[str]
+    verification: Verification | None = None
+
+    def link_transports(self) -> dict[str, Transport]:
+        return {f"{use.a}-{use.b}": use.transport for use in self.links} | super().link_transports()

@@ -1,0 +1,191 @@
+"""Check a layout against its instance and turn it into distinct pipeline patterns.
+
+A pattern is a building sequence (the building of each rank's stage) with the number of pipelines that follow
+it; pipelines of one pattern behave alike, so the replay simulates each pattern once and counts its flows
+`pipelines` times on the links. Every problem raises InputError naming the field.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.plan import Layout, PipelineRoute, StagePlacement
+from scaleacross_milp.spec.search import DPMode, Schedule
+from scaleacross_milp.spec.topology import Transport
+from scaleacross_milp.verify.actions import ScheduleActions, build_actions, read_csv
+
+
+@dataclass(frozen=True)
+class Pattern:
+    buildings: tuple[str, ...]
+    pipelines: int
+
+
+@dataclass(frozen=True)
+class ResolvedLayout:
+    """A checked layout: schedule actions, DP variant, stages with layers, pipeline patterns, transports."""
+
+    layout: Layout
+    schedule: Schedule | None
+    """The named schedule replayed (pp = 1 runs 1F1B unless GPipe); None for a custom CSV."""
+    actions: ScheduleActions
+    variant: DPVariant
+    stages: tuple[StagePlacement, ...]
+    patterns: tuple[Pattern, ...]
+    transports: dict[str, Transport]
+    notes: tuple[str, ...]
+
+    def cells(self, stage: int) -> dict[str, int]:
+        return self.stages[stage].cells_per_building
+
+
+def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> ResolvedLayout:
+    """Check `layout` against `instance` and derive what the replay needs."""
+    shape, notes = layout.shape, []
+    if layout.instance is not None and layout.instance != instance.name:
+        raise InputError(f"instance: the layout is for '{layout.instance}', not '{instance.name}'")
+    if shape.dp % shape.ep:
+        raise InputError(f"shape: dp ({shape.dp}) must be a multiple of ep ({shape.ep})")
+    batch = shape.dp * shape.micro_batch * shape.microbatches
+    if batch != instance.training.batch_sequences:
+        raise InputError(f"shape: dp x micro_batch x microbatches = {batch} sequences, but the instance's global "
+                         f"batch is {instance.training.batch_sequences}")
+    schedule, actions = _actions(layout, base_dir)
+    variant = _variant(layout)
+    stages = list(layout.stages) if layout.stages is not None else _one_building(instance, layout, actions, notes)
+    _check_stages(instance, layout, stages, actions)
+    routes = layout.pipelines if layout.pipelines is not None else chain(stages, shape.ep)
+    _check_routes(routes, stages, shape.dp, shape.ep)
+    patterns = tuple(Pattern(tuple(r.buildings), r.pipelines) for r in routes)
+    merged = Counter()
+    for pattern in patterns:
+        merged[pattern.buildings] += pattern.pipelines
+    patterns = tuple(Pattern(b, n) for b, n in sorted(merged.items()))
+    return ResolvedLayout(layout, schedule, actions, variant, tuple(stages), patterns, _transports(instance, layout),
+                          tuple(notes))
+
+
+def _actions(layout: Layout, base_dir: Path) -> tuple[Schedule | None, ScheduleActions]:
+    p, m = layout.shape.pp, layout.shape.microbatches
+    if layout.schedule_csv is not None:
+        return None, read_csv(base_dir / layout.schedule_csv, p, m)
+    schedule = layout.schedule
+    if p == 1:
+        schedule = Schedule.one_f_one_b if schedule is not Schedule.gpipe else schedule
+    elif schedule is Schedule.interleaved and layout.interleave < 2:
+        raise InputError("interleave: the interleaved schedule needs interleave >= 2")
+    elif schedule in (Schedule.zb_h1, Schedule.zb_v) and m < p:
+        raise InputError(f"schedule: {schedule.value} needs microbatches ({m}) >= pp ({p})")
+    return schedule, build_actions(schedule, p, m, layout.interleave)
+
+
+def _variant(layout: Layout) -> DPVariant:
+    cells = layout.shape.dp // layout.shape.ep
+    if layout.dp_mode is not DPMode.hsdp:
+        return DPVariant(layout.dp_mode)
+    r = layout.hsdp_replicas
+    if r is None or r < 2 or cells % r:
+        raise InputError(f"hsdp_replicas: HSDP needs replica groups r >= 2 dividing the {cells} cells per stage, "
+                         f"got {r}")
+    return DPVariant(DPMode.hsdp, r)
+
+
+def _one_building(instance: Instance, layout: Layout, actions: ScheduleActions, notes: list[str]
+                  ) -> list[StagePlacement]:
+    """No placement given: the first building that holds every GPU, layers as even as the chunks allow."""
+    shape, layers = layout.shape, instance.model_spec.layers
+    home = next((b for b in instance.topology.buildings if b.gpus >= shape.gpus), None)
+    if home is None:
+        biggest = max(b.gpus for b in instance.topology.buildings)
+        raise InputError(f"stages: no placement given and no building holds the shape's {shape.gpus:,} GPUs "
+                         f"(largest: {biggest:,}); give stages and pipelines")
+    v = actions.chunks
+    if layers % v:
+        raise InputError(f"stages: {layers} layers cannot be split into {v} chunks per rank; give stages")
+    units = layers // v
+    per_rank = [units // shape.pp + (1 if r < units % shape.pp else 0) for r in range(shape.pp)]
+    if min(per_rank) < 1:
+        raise InputError(f"shape: pp = {shape.pp} x {v} chunks exceeds the model's {layers} layers")
+    notes.append(f"No placement given: all stages in building {home.name}, layers per stage "
+                 f"{[u * v for u in per_rank]}.")
+    cells = shape.cells_per_stage
+    return [StagePlacement(stage=r, layers=u * v, cells_per_building={home.name: cells})
+            for r, u in enumerate(per_rank)]
+
+
+def _check_stages(instance: Instance, layout: Layout, stages: list[StagePlacement], actions: ScheduleActions
+                  ) -> None:
+    shape, known = layout.shape, [b.name for b in instance.topology.buildings]
+    if [s.stage for s in stages] != list(range(shape.pp)):
+        raise InputError(f"stages: expected stages 0..{shape.pp - 1} in order (pp = {shape.pp}), "
+                         f"got {[s.stage for s in stages]}")
+    layers = sum(s.layers for s in stages)
+    if layers != instance.model_spec.layers:
+        raise InputError(f"stages: layers add up to {layers}, the model has {instance.model_spec.layers}")
+    used: Counter[str] = Counter()
+    for j, stage in enumerate(stages):
+        for name, cells in stage.cells_per_building.items():
+            if name not in known:
+                raise InputError(f"stages[{j}].cells_per_building: unknown building '{name}' (known: {known})")
+            used[name] += cells * shape.cell_gpus
+        cells = sum(stage.cells_per_building.values())
+        if cells != shape.cells_per_stage:
+            raise InputError(f"stages[{j}]: {cells} cells ({cells * shape.cell_gpus:,} GPUs), the shape needs "
+                             f"dp/ep = {shape.cells_per_stage} cells of {shape.cell_gpus} GPUs per stage")
+        if stage.layers % actions.chunks:
+            raise InputError(f"stages[{j}].layers: {stage.layers} layers do not split into the schedule's "
+                             f"{actions.chunks} chunks per rank")
+    for name, gpus in used.items():
+        have = instance.topology.building(name).gpus
+        if gpus > have:
+            raise InputError(f"stages: building {name} is over capacity: {gpus:,} GPUs placed, it has {have:,}")
+
+
+def chain(stages: list[StagePlacement], ep: int) -> list[PipelineRoute]:
+    """Pipelines chained stage to stage, staying in the same building where possible."""
+    routes: Counter[tuple[str, ...]] = Counter({(k,): n * ep for k, n in stages[0].cells_per_building.items()})
+    for stage in stages[1:]:
+        left = {k: n * ep for k, n in stage.cells_per_building.items()}
+        extended: Counter[tuple[str, ...]] = Counter()
+        for route, count in sorted(routes.items(), key=lambda item: item[0][-1] not in left):
+            for k in [route[-1], *sorted(left)]:
+                take = min(count, left.get(k, 0))
+                if take:
+                    extended[route + (k,)] += take
+                    left[k] -= take
+                    count -= take
+        routes = extended
+    return [PipelineRoute(buildings=list(r), pipelines=n) for r, n in sorted(routes.items())]
+
+
+def _check_routes(routes: list[PipelineRoute], stages: list[StagePlacement], dp: int, ep: int) -> None:
+    total = sum(r.pipelines for r in routes)
+    if total != dp:
+        raise InputError(f"pipelines: {total} pipelines, the shape has dp = {dp}")
+    for i, route in enumerate(routes):
+        if len(route.buildings) != len(stages):
+            raise InputError(f"pipelines[{i}].buildings: {len(route.buildings)} buildings for {len(stages)} stages")
+    for j, stage in enumerate(stages):
+        held = Counter()
+        for route in routes:
+            held[route.buildings[j]] += route.pipelines
+        want = {k: n * ep for k, n in stage.cells_per_building.items()}
+        if dict(held) != want:
+            raise InputError(f"pipelines: stage {j} is in {dict(sorted(held.items()))} by the routes but in "
+                             f"{dict(sorted(want.items()))} (cells x ep) by stages[{j}]")
+
+
+def _transports(instance: Instance, layout: Layout) -> dict[str, Transport]:
+    links = {f"{link.a}-{link.b}": link for link in instance.topology.links}
+    chosen = layout.link_transports()
+    for key, transport in chosen.items():
+        if key not in links:
+            raise InputError(f"transports: unknown link '{key}' (links: {sorted(links)})")
+        if transport not in links[key].transports:
+            raise InputError(f"transports.{key}: '{transport.value}' is not among the link's transports "
+                             f"{[t.value for t in links[key].transports]}")
+    return {key: chosen.get(key, link.transports[0]) for key, link in links.items()}

@@ -1,0 +1,182 @@
+"""Fluid model of the inter-building links: concurrent flows share capacity max-min fairly.
+
+Resources: each direction of a link under its transport. ECMP splits it into `paths` resources of
+capacity c g / P (c capacity, g loss goodput of the transport: costmodel.network.loss_goodput) and hashes every
+connection (subflow) of a flow to one path per link with a seeded RNG, so collisions of few large flows leave
+paths idle as they do in a real fabric; packet spraying pools the paths into one resource of capacity
+c g spray_efficiency(P). A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes;
+subflows on the same resources form a class. Rates are max-min fair per subflow (progressive filling), each
+subflow also capped by its NIC share. A flow finishes when its last class does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from scaleacross_milp.costmodel.network import loss_goodput, spray_efficiency
+from scaleacross_milp.spec.topology import Link, Topology, Transport
+
+EPS_BYTES = 1e-3
+SEED = 0
+
+
+@dataclass
+class _Class:
+    flow: int
+    resources: tuple[int, ...]
+    weight: int
+    remaining: float
+    cap: float
+    rate: float = 0.0
+
+
+@dataclass
+class LinkModel:
+    """Resources of one link direction and what it carried."""
+
+    link: Link
+    transport: Transport
+    resources: list[int]
+    effective_byte_s: float
+    pp_bytes: float = 0.0
+    dp_bytes: float = 0.0
+
+
+@dataclass
+class FluidNetwork:
+    """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes."""
+
+    capacity: list[float] = field(default_factory=list)
+    now: float = 0.0
+    classes: list[_Class] = field(default_factory=list)
+    pending: dict[int, int] = field(default_factory=dict)
+
+    def add_resource(self, capacity: float) -> int:
+        self.capacity.append(capacity)
+        return len(self.capacity) - 1
+
+    def add_flow(self, flow: int, classes: list[tuple[tuple[int, ...], int]], bytes_per_subflow: float,
+                 cap: float) -> None:
+        """Start `flow` now: (resources, subflows) per class, each subflow moving `bytes_per_subflow`."""
+        live = [(res, w) for res, w in classes if w > 0]
+        self.pending[flow] = len(live)
+        self.classes += [_Class(flow, res, w, bytes_per_subflow, cap) for res, w in live]
+        self._fill()
+
+    def next_completion(self) -> float:
+        times = [c.remaining / c.rate for c in self.classes if c.rate > 0]
+        return self.now + min(times) if times else math.inf
+
+    def advance(self, t: float) -> list[int]:
+        """Move time to t; return flows whose last class finished."""
+        dt = t - self.now
+        self.now = t
+        done: list[int] = []
+        keep = []
+        for c in self.classes:
+            c.remaining -= c.rate * dt
+            if c.remaining <= EPS_BYTES or (c.rate > 0 and c.remaining / c.rate <= 1e-12):
+                self.pending[c.flow] -= 1
+                if self.pending[c.flow] == 0:
+                    del self.pending[c.flow]
+                    done.append(c.flow)
+            else:
+                keep.append(c)
+        if len(keep) != len(self.classes):
+            self.classes = keep
+            self._fill()
+        return done
+
+    def _fill(self) -> None:
+        """Progressive filling: raise all unfrozen subflow rates together; freeze those whose resource
+        saturates or whose cap is reached."""
+        residual = list(self.capacity)
+        unfrozen = list(self.classes)
+        while unfrozen:
+            weight: dict[int, float] = {}
+            for c in unfrozen:
+                for r in c.resources:
+                    weight[r] = weight.get(r, 0.0) + c.weight
+            level = min(c.cap for c in unfrozen)
+            tight = set()
+            for r, w in weight.items():
+                share = max(residual[r], 0.0) / w
+                if share < level - 1e-12 * level:
+                    level, tight = share, {r}
+                elif share <= level + 1e-12 * level:
+                    tight.add(r)
+            frozen = [c for c in unfrozen if c.cap <= level * (1 + 1e-12) or tight.intersection(c.resources)]
+            for c in frozen:
+                c.rate = level
+                for r in c.resources:
+                    residual[r] -= c.weight * level
+            frozen_ids = {id(c) for c in frozen}
+            unfrozen = [c for c in unfrozen if id(c) not in frozen_ids]
+
+
+class Fabric:
+    """The instance's links as network resources, routes between buildings and the ECMP hashing."""
+
+    def __init__(self, topology: Topology, transports: dict[str, Transport], network: FluidNetwork,
+                 seed: int = SEED) -> None:
+        self.network = network
+        self.rng = np.random.default_rng(seed)
+        self.links: dict[tuple[int, int], LinkModel] = {}
+        index = {}
+        for i, link in enumerate(topology.links):
+            index[link.a, link.b], index[link.b, link.a] = (i, 1), (i, -1)
+            transport = transports.get(f"{link.a}-{link.b}", link.transports[0])
+            goodput = loss_goodput(transport, link.loss_rate, link.one_way_latency_s, link.capacity_byte_s)
+            for d in (1, -1):
+                if transport is Transport.spray_selective_repeat:
+                    eff = link.capacity_byte_s * goodput * spray_efficiency(link.paths)
+                    resources = [network.add_resource(eff)]
+                else:
+                    eff = link.capacity_byte_s * goodput
+                    resources = [network.add_resource(eff / link.paths) for _ in range(link.paths)]
+                self.links[i, d] = LinkModel(link, transport, resources, eff)
+        graph = topology.graph()
+        paths = dict(nx.all_pairs_dijkstra_path(graph, weight="latency_s"))
+        self.arcs: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        self.latency_s: dict[tuple[str, str], float] = {}
+        for src, row in paths.items():
+            for dst, hops in row.items():
+                if src != dst:
+                    self.arcs[src, dst] = [index[u, w] for u, w in zip(hops, hops[1:], strict=False)]
+                    self.latency_s[src, dst] = sum(graph.edges[u, w]["latency_s"]
+                                                   for u, w in zip(hops, hops[1:], strict=False))
+
+    def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
+        """Hash `subflows` connections src->dst onto paths of every link on the route (ECMP), or pool them
+        (spraying); returns (resources, subflows) per class."""
+        arcs = self.arcs[src, dst]
+        key = np.zeros(subflows, dtype=np.int64)
+        resources = [self.links[arc].resources for arc in arcs]
+        for options in resources:
+            if len(options) > 1:
+                key = key * len(options) + self.rng.integers(0, len(options), size=subflows)
+        codes, counts = np.unique(key, return_counts=True)
+        classes = []
+        for code, n in zip(codes.tolist(), counts.tolist(), strict=True):
+            chosen = []
+            for options in reversed(resources):
+                if len(options) > 1:
+                    code, pick = divmod(code, len(options))
+                    chosen.append(options[pick])
+                else:
+                    chosen.append(options[0])
+            classes.append((tuple(reversed(chosen)), n))
+        return classes
+
+    def record(self, src: str, dst: str, nbytes: float, kind: str) -> None:
+        """Account `nbytes` of `kind` ("pp" or "dp") on every link direction of the route."""
+        for arc in self.arcs[src, dst]:
+            model = self.links[arc]
+            if kind == "pp":
+                model.pp_bytes += nbytes
+            else:
+                model.dp_bytes += nbytes

@@ -1,0 +1,370 @@
+"""Discrete-event replay of one training iteration over the distinct pipeline patterns.
+
+The iteration is a graph of operations; an operation starts when all its predecessors have finished:
+  compute stream of each rank   the schedule's actions in order (F, I, W, B), each send's local cost after
+                                the action producing it; then the optimizer step once DP sync is done
+  data dependencies             F(s, i) needs the activation of F(s-1, i); I/B(s, i) the gradient of
+                                I/B(s+1, i) (F(S-1, i) on the last stage); W(s, i) needs I(s, i)
+  transfers                     a send to another building is a fluid flow (verify.network) of pipelines x
+                                b s h beta bytes that arrives after max(local cost, flow time + route latency)
+  comm stream of each rank      FSDP/HSDP all-gathers, prefetched: issued once the action two before the one
+                                that needs it has finished; the DP reduction of each chunk, layer by layer as
+                                its weight gradients become ready (comm finishes at
+                                max(c0 + n d, t0 + max_i((i+1) delta + (n-i) d)), delta = window / n layers,
+                                the window being the op that finalises the gradients (t0 its start)
+  across buildings              when a stage's cells sit in several buildings, the chunk's reduction joins all
+                                patterns and then moves (G x_s + Q x_t) / D gradient copies s -> t (ring over
+                                the B holders, 2 (B-1) latency steps); all-gathers move their share per op
+A heap orders finishing times; the fluid network reports flow completions between them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from itertools import permutations
+
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Topology
+from scaleacross_milp.verify.actions import Action
+from scaleacross_milp.verify.network import Fabric, FluidNetwork
+from scaleacross_milp.verify.workload import Workload
+
+FIXED, XFER, LAYERED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Level:
+    """Which effects a replay includes (the breakdown replays add them one by one)."""
+
+    sends: bool = True
+    send_bytes: bool = True
+    """False: a send to another building costs its latency only (no bandwidth), as in the MILP's fill/drain."""
+    dp_sync: bool = True
+    all_gathers: bool = True
+    optimizer: bool = True
+    whole_backward_window: bool = False
+    """True: a chunk's DP reduction may overlap the whole last backward (I + W) of that chunk, as the MILP
+    assumes; False: each layer's reduction starts once its weight gradient is final (after W)."""
+
+
+FULL = Level()
+
+
+@dataclass
+class Record:
+    """One operation as it ran: for traces, plots and the breakdown."""
+
+    track: str
+    name: str
+    category: str
+    start: float
+    finish: float
+
+
+@dataclass
+class Transfer:
+    src: str
+    dst: str
+    nbytes: float
+    subflows: int
+    cap: float
+    latency: float
+    kind: str
+
+
+@dataclass
+class _Graph:
+    kind: list[int] = field(default_factory=list)
+    duration: list[float] = field(default_factory=list)
+    preds: list[list[int]] = field(default_factory=list)
+    meta: list[tuple[str, str, str]] = field(default_factory=list)
+    transfer: dict[int, Transfer] = field(default_factory=dict)
+    layered: dict[int, tuple[int, int | None, int, float, float]] = field(default_factory=dict)
+    """LAYERED node -> (op producing the gradients, previous comm node, layers, seconds per layer, window)."""
+
+    def add(self, kind: int, duration: float, track: str, name: str, category: str, preds=()) -> int:
+        self.kind.append(kind)
+        self.duration.append(duration)
+        self.preds.append([p for p in preds if p is not None])
+        self.meta.append((track, name, category))
+        return len(self.kind) - 1
+
+
+@dataclass
+class ReplayResult:
+    makespan_s: float
+    records: list[Record]
+    busiest_compute_s: float
+    busiest_tp_cp_s: float
+    busiest_ep_s: float
+    busiest_track: str
+    last_optimizer_s: float
+    fabric: Fabric
+
+
+def replay(workload: Workload, topology: Topology, level: Level = FULL) -> ReplayResult:
+    """Run one iteration of every distinct pattern together on one network."""
+    network = FluidNetwork()
+    fabric = Fabric(topology, workload.resolved.transports, network)
+    builder = _Builder(workload, fabric, level)
+    graph = builder.build()
+    start, finish = _simulate(graph, network, fabric)
+    records = [Record(*graph.meta[i], start[i], finish[i]) for i in range(len(graph.kind))]
+    busiest = max(builder.compute_totals.items(), key=lambda item: item[1][0])
+    optimizer = max((finish[i], graph.duration[i]) for i in builder.optimizer_nodes) if builder.optimizer_nodes \
+        else (0.0, 0.0)
+    return ReplayResult(max(finish, default=0.0), records, busiest[1][0], busiest[1][1], busiest[1][2], busiest[0],
+                        optimizer[1], fabric)
+
+
+class _Builder:
+    def __init__(self, workload: Workload, fabric: Fabric, level: Level) -> None:
+        self.w, self.fabric, self.level = workload, fabric, level
+        self.r = workload.resolved
+        self.g = _Graph()
+        self.compute_totals: dict[str, tuple[float, float, float]] = {}
+        self.optimizer_nodes: list[int] = []
+        self.done: dict[tuple[int, int, str, int], int] = {}
+        self.arrival: dict[tuple[int, str, int, int], int] = {}
+        self.dp_done: dict[tuple[int, int], list[int]] = {}
+        self.layered: dict[tuple[int, int], list[int]] = {}
+        self.stream_end: dict[tuple[int, int], int] = {}
+
+    def build(self) -> _Graph:
+        for g in range(len(self.r.patterns)):
+            for rank in range(self.r.actions.ranks):
+                self._rank(g, rank)
+        self._wire_data()
+        if self.level.dp_sync:
+            self._cross_building_sync()
+        if self.level.optimizer:
+            self._optimizers()
+        return self.g
+
+    # ---- per rank: compute stream, sends, comm stream -----------------------------------------------------
+    def _track(self, g: int, rank: int) -> str:
+        pattern = self.r.patterns[g]
+        return f"p{g} x{pattern.pipelines} rank {rank} ({pattern.buildings[rank]})"
+
+    def _subflows(self, src: str, dst: str, connections: int) -> tuple[int, int]:
+        """(subflows, queue pairs per connection) of `connections` GPU connections src -> dst."""
+        qp = max(self.fabric.links[arc].link.queue_pairs_per_connection for arc in self.fabric.arcs[src, dst])
+        return connections * qp, qp
+
+    def _rank(self, g: int, rank: int) -> None:
+        pattern, actions = self.r.patterns[g], self.r.actions
+        building = pattern.buildings[rank]
+        work = self.w.rank(building, rank)
+        track, comm_track = self._track(g, rank), self._track(g, rank) + " comm"
+        ops = actions.order[rank]
+        last_backward = {a.stage: k for k, a in enumerate(ops) if a.kind in ("B", "W")}
+        first_forward = {}
+        for k, a in enumerate(ops):
+            if a.kind == "F":
+                first_forward.setdefault(a.stage, k)
+        mode = self.r.variant.mode
+        stream, comm = None, None
+        compute_nodes: list[int] = []
+        totals = [0.0, 0.0, 0.0]
+        tail: list[int] = []
+        for k, a in enumerate(ops):
+            stage = work.stages[a.stage]
+            gathers = []
+            if self.level.all_gathers and mode is not DPMode.ddp and stage.all_gather_s > 0 and (
+                    (a.kind in ("F", "I", "B") and mode is not DPMode.fsdp_no_reshard) or first_forward.get(
+                        a.stage) == k):
+                prefetch = compute_nodes[k - 2] if k >= 2 else None
+                comm = self.g.add(FIXED, stage.all_gather_s, comm_track, f"all-gather {a.stage}", "dp",
+                                  (comm, prefetch))
+                gathers = [comm, *self._cross_gathers(g, rank, a, (prefetch,))]
+            duration = stage.op_s(a.kind)
+            tp_cp, ep = stage.comm_s(a.kind)
+            totals = [totals[0] + duration - tp_cp - ep, totals[1] + tp_cp, totals[2] + ep]
+            node = self.g.add(FIXED, duration, track, str(a), _category(a.kind), (stream, *gathers))
+            compute_nodes.append(node)
+            self.done[g, a.stage, a.kind, a.microbatch] = node
+            stream = self._sends(g, rank, a, node, work.send_s, track)
+            if self.level.dp_sync and last_backward.get(a.stage) == k:
+                previous = comm
+                comm = self.g.add(LAYERED, 0.0, comm_track, f"reduce {a.stage}", "dp", (node, previous))
+                window = stage.op_s("I") + stage.op_s("W") if self.level.whole_backward_window else stage.op_s(a.kind)
+                self.g.layered[comm] = (node, previous, stage.layers, work.dp_layer_s, window)
+                self.layered.setdefault((rank, a.stage), []).append(comm)
+                tail.append(comm)
+        self.compute_totals[track] = (totals[0], totals[1], totals[2])
+        self.dp_done[g, rank] = tail
+        self.stream_end[g, rank] = stream
+
+    def _sends(self, g: int, rank: int, a: Action, node: int, send_s: float, track: str) -> int:
+        """Add the sends action `a` produces; returns the node that ends the rank's stream so far."""
+        actions, pattern = self.r.actions, self.r.patterns[g]
+        if a.kind == "F" and a.stage < actions.stages - 1:
+            peer, direction = a.stage + 1, "fwd"
+        elif a.kind in ("I", "B") and a.stage > 0:
+            peer, direction = a.stage - 1, "bwd"
+        else:
+            return node
+        dst_rank = actions.rank_of[peer]
+        key = (g, direction, a.stage, a.microbatch)
+        if dst_rank == rank or not self.level.sends:
+            self.arrival[key] = node
+            return node
+        occupy = self.g.add(FIXED, send_s, track, f"send {direction} {a.stage}->{peer}", "send", (node,))
+        src, dst = pattern.buildings[rank], pattern.buildings[dst_rank]
+        if src == dst:
+            self.arrival[key] = occupy
+            return occupy
+        if not self.level.send_bytes:
+            latency = max(send_s, self.fabric.latency_s[src, dst])
+            self.arrival[key] = self.g.add(FIXED, latency, f"link {src}->{dst}", f"{direction} {a.stage}->{peer} "
+                                           f"mb{a.microbatch}", "send", (node,))
+            return occupy
+        shape = self.r.layout.shape
+        subflows, qp = self._subflows(src, dst, pattern.pipelines * shape.tp * shape.cp)
+        nic = self.w.rank(src, rank).nic_byte_s
+        transfer = Transfer(src, dst, pattern.pipelines * self.w.p2p_bytes, subflows, nic / qp,
+                            self.fabric.latency_s[src, dst], "pp")
+        xfer = self.g.add(XFER, send_s, f"link {src}->{dst}", f"{direction} {a.stage}->{peer} mb{a.microbatch}",
+                          "send", (node,))
+        self.g.transfer[xfer] = transfer
+        self.arrival[key] = xfer
+        return occupy
+
+    def _cross_gathers(self, g: int, rank: int, a: Action, preds) -> list[int]:
+        """All-gather traffic this pattern's cells of `rank` pull from other buildings before action `a`."""
+        cells = self.r.cells(rank)
+        if len(cells) < 2:
+            return []
+        pattern, shape = self.r.patterns[g], self.r.layout.shape
+        dst = pattern.buildings[rank]
+        mine = pattern.pipelines / shape.ep
+        total = sum(cells.values())
+        stage = self.w.rank(dst, rank).stages[a.stage]
+        nodes = []
+        for src, owned in cells.items():
+            if src == dst:
+                continue
+            nbytes = stage.grad_bytes_per_cell * self.w.gather_ratio * owned / total * mine / cells[dst]
+            subflows, qp = self._subflows(src, dst, max(1, round(mine)) * shape.cell_gpus)
+            transfer = Transfer(src, dst, nbytes, subflows, self.w.rank(dst, rank).nic_byte_s / qp,
+                                self.fabric.latency_s[src, dst], "dp")
+            node = self.g.add(XFER, 0.0, f"link {src}->{dst}", f"all-gather {a.stage} mb{a.microbatch}", "dp",
+                              preds)
+            self.g.transfer[node] = transfer
+            nodes.append(node)
+        return nodes
+
+    # ---- data dependencies across ranks --------------------------------------------------------------------
+    def _wire_data(self) -> None:
+        last = self.r.actions.stages - 1
+        for (g, stage, kind, mb), node in self.done.items():
+            if kind == "F" and stage > 0:
+                self.g.preds[node].append(self.arrival[g, "fwd", stage - 1, mb])
+            elif kind in ("I", "B"):
+                source = self.done[g, stage, "F", mb] if stage == last else self.arrival[g, "bwd", stage + 1, mb]
+                self.g.preds[node].append(source)
+            elif kind == "W":
+                self.g.preds[node].append(self.done[g, stage, "I", mb])
+
+    # ---- DP across buildings, optimizer ------------------------------------------------------------------
+    def _cross_building_sync(self) -> None:
+        shape = self.r.layout.shape
+        phases = (0.0, 1.0) if self.r.variant.mode in (DPMode.fsdp, DPMode.fsdp_no_reshard) else (1.0, 1.0)
+        for (rank, stage), layered in self.layered.items():
+            cells = self.r.cells(rank)
+            if len(cells) < 2:
+                continue
+            total, holders = sum(cells.values()), len(cells)
+            join = self.g.add(FIXED, 0.0, f"stage {rank} DP group", f"join {stage}", "dp", layered)
+            ring_latency = 2 * (holders - 1) * max(self.fabric.latency_s[s, t] for s, t in permutations(cells, 2))
+            grad = self.w.rank(next(iter(cells)), rank).stages[stage].grad_bytes_per_cell
+            ends = []
+            for s, t in permutations(cells, 2):
+                nbytes = grad * (phases[0] * cells[s] + phases[1] * cells[t]) / total
+                subflows, qp = self._subflows(s, t, min(cells[s], cells[t]) * shape.cell_gpus)
+                transfer = Transfer(s, t, nbytes, subflows, self.w.rank(s, rank).nic_byte_s / qp, ring_latency, "dp")
+                node = self.g.add(XFER, 0.0, f"link {s}->{t}", f"DP sync stage {stage}", "dp", (join,))
+                self.g.transfer[node] = transfer
+                ends.append(node)
+            for g, pattern in enumerate(self.r.patterns):
+                if rank < len(pattern.buildings):
+                    self.dp_done[g, rank] = self.dp_done[g, rank] + ends
+
+    def _optimizers(self) -> None:
+        for (g, rank), stream in self.stream_end.items():
+            work = self.w.rank(self.r.patterns[g].buildings[rank], rank)
+            preds = [stream, *self.dp_done[g, rank]]
+            node = self.g.add(FIXED, work.optimizer_s, self._track(g, rank), "optimizer", "optimizer", preds)
+            self.optimizer_nodes.append(node)
+
+
+def _category(kind: str) -> str:
+    return {"F": "forward", "I": "backward-input", "W": "backward-weight", "B": "backward"}[kind]
+
+
+def _simulate(graph: _Graph, network: FluidNetwork, fabric: Fabric) -> tuple[list[float], list[float]]:
+    n = len(graph.kind)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    waiting = [0] * n
+    for node, preds in enumerate(graph.preds):
+        for p in set(preds):
+            succ[p].append(node)
+            waiting[node] += 1
+    start, finish = [math.nan] * n, [math.nan] * n
+    heap: list[tuple[float, int]] = []
+    flow_node: dict[int, int] = {}
+
+    def begin(node: int, t: float) -> None:
+        start[node] = t
+        kind = graph.kind[node]
+        if kind == XFER:
+            tr = graph.transfer[node]
+            fabric.record(tr.src, tr.dst, tr.nbytes, tr.kind)
+            flow_node[node] = node
+            classes = fabric.classes(tr.src, tr.dst, tr.subflows)
+            network.add_flow(node, classes, tr.nbytes / tr.subflows, tr.cap)
+        elif kind == LAYERED:
+            op, prev, layers, d, window = graph.layered[node]
+            op_start = finish[op] - window
+            delta = window / layers
+            comm_free = finish[prev] if prev is not None else -math.inf
+            done = max(comm_free + layers * d, op_start + (layers * delta + d if delta >= d else delta + layers * d))
+            heapq.heappush(heap, (max(t, done), node))
+        else:
+            heapq.heappush(heap, (t + graph.duration[node], node))
+
+    for node in range(n):
+        if waiting[node] == 0:
+            begin(node, 0.0)
+    while heap or network.pending:
+        t_heap = heap[0][0] if heap else math.inf
+        t_net = network.next_completion()
+        if t_net < t_heap:
+            for flow in network.advance(t_net):
+                node = flow_node.pop(flow)
+                tr = graph.transfer[node]
+                heapq.heappush(heap, (max(start[node] + graph.duration[node], t_net + tr.latency), node))
+            continue
+        if math.isinf(t_heap):
+            raise RuntimeError("replay stalled: flows without capacity")
+        t, node = heapq.heappop(heap)
+        for flow in network.advance(t):
+            done = flow_node.pop(flow)
+            tr = graph.transfer[done]
+            heapq.heappush(heap, (max(start[done] + graph.duration[done], t + tr.latency), done))
+        finish[node] = t
+        for s in succ[node]:
+            waiting[s] -= 1
+            if waiting[s] == 0:
+                begin(s, t)
+    stuck = [graph.meta[i] for i in range(n) if math.isnan(finish[i])]
+    if stuck:
+        raise DeadlockError(f"the schedule deadlocks: {len(stuck)} operations never become ready, first: "
+                            f"{stuck[0][1]} on {stuck[0][0]}")
+    return start, finish
+
+
+class DeadlockError(ValueError):
+    """The action order cannot run: some operation waits on one that waits on it."""
