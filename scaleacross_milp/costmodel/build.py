@@ -52,8 +52,8 @@ def collective_model(instance: Instance, gpu_name: str, gpu: GPUType) -> Collect
 
 def _layer_times(
     model: ModelSpec, shape: Shape, training: Training, gpu: GPUType, comm: CollectiveModel
-) -> tuple[OpTimes, float]:
-    """(average layer OpTimes incl. exposed comm, the comm part) per GPU, one microbatch."""
+) -> tuple[OpTimes, OpTimes, OpTimes]:
+    """(average layer incl. exposed comm, its TP+CP part, its EP part) per GPU, one microbatch."""
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
     moe_share = len(model.moe_layer_indices()) / model.layers
@@ -84,14 +84,14 @@ def _layer_times(
         dispatch = tokens * model.moe.top_k * model.hidden * beta / split
         ep = ep_comm(comm, group_tier(shape.cell_gpus, gpu), shape.ep, dispatch)
         ep_f, ep_bi = moe_share * ep.forward_s, moe_share * ep.backward_input_s
-    comm_f = tp.forward_s + cp.forward_s + ep_f
-    comm_bi = tp.backward_input_s + cp.backward_input_s + ep_bi
+    tp_cp = OpTimes(tp.forward_s + cp.forward_s, tp.backward_input_s + cp.backward_input_s, 0.0)
+    ep_times = OpTimes(ep_f, ep_bi, 0.0)
     layer = OpTimes(
-        forward_s=t_flops(flops.forward) + elem_f + comm_f,
-        backward_input_s=t_flops(flops.backward_input) + elem_bi + comm_bi,
+        forward_s=t_flops(flops.forward) + elem_f + tp_cp.forward_s + ep_f,
+        backward_input_s=t_flops(flops.backward_input) + elem_bi + tp_cp.backward_input_s + ep_bi,
         backward_weight_s=t_flops(flops.backward_weight),
     )
-    return layer, comm_f + comm_bi
+    return layer, tp_cp, ep_times
 
 
 def _gpu_costs(
@@ -102,7 +102,7 @@ def _gpu_costs(
     split = shape.tp * shape.cp
     comm = collective_model(instance, gpu_name, gpu)
     tp_tier = group_tier(split, gpu)
-    layer, layer_comm = _layer_times(model, shape, training, gpu, comm)
+    layer, tp_cp, ep = _layer_times(model, shape, training, gpu, comm)
 
     act = b * s * model.hidden * beta / split
     emb_rs = comm.time_s("reduce_scatter", tp_tier, shape.tp, act * shape.tp)
@@ -144,7 +144,8 @@ def _gpu_costs(
         )
     return GPUCosts(
         layer=layer,
-        layer_comm_s=layer_comm,
+        tp_cp_comm=tp_cp,
+        ep_comm=ep,
         first_stage_extra=first,
         last_stage_extra=last,
         p2p_intra_s=p2p,

@@ -48,8 +48,10 @@ class GPUCosts:
     layer: OpTimes
     """One average transformer layer (dense/MoE mix weighted by the model's layer counts), one microbatch, per
     GPU: compute incl. recomputation plus non-overlapped TP/CP/EP communication inside the building."""
-    layer_comm_s: float
-    """The part of layer.total_s that is TP + CP + EP communication (for the breakdown)."""
+    tp_cp_comm: OpTimes
+    """The part of `layer` that is TP + CP communication (exposed, per average layer)."""
+    ep_comm: OpTimes
+    """The part of `layer` that is EP all-to-all (MoE layers' share of the average layer)."""
     first_stage_extra: OpTimes
     """Embedding work on pipeline stage 0, one microbatch."""
     last_stage_extra: OpTimes
@@ -62,6 +64,11 @@ class GPUCosts:
     dp_intra_s_per_layer: dict[DPVariant, float]
     """Intra-building DP synchronisation time per layer held, per step, under each variant, that is not hidden
     behind compute (hierarchical algorithms; pods and oversubscription of this building)."""
+
+    @property
+    def layer_comm_s(self) -> float:
+        """The part of layer.total_s that is TP + CP + EP communication (for the breakdown)."""
+        return self.tp_cp_comm.total_s + self.ep_comm.total_s
 
 
 @dataclass(frozen=True)

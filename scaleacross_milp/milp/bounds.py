@@ -7,8 +7,8 @@ Capacity: the buildings must hold p x D stage cells.
 
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
-cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), Cst[0] <= cycle,
-    T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho Cst[0]) + opt,
+cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
+    T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho C0) + opt,
 and dpi >= ceil(L/p) min_k d[k,v], opt >= ceil(L/p) min_k o[k,v] (some stage holds ceil(L/p) layers). The right
 side grows with SC, so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
     T >= opt_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [m c + beta_o max(0, S - c) - rho min(c, S)] + dpi_v).

@@ -72,11 +72,11 @@ def solve_milp(
                              TerminationCondition.infeasibleOrUnbounded, TerminationCondition.objectiveLimit)
     if finished and not feasible and cutoff is None:
         return MILPOutcome("infeasible", None, float("inf"), wall)
+    if finished and not feasible:  # nothing beats the cutoff
+        return MILPOutcome("cut off", None, cutoff, wall)
     bound = results.objective_bound
-    bound = bound if bound is not None and bound == bound else 0.0
-    bound = max(bound, 0.0) if cutoff is None else min(max(bound, 0.0), cutoff)
-    if feasible:
-        status = "optimal" if condition == TerminationCondition.convergenceCriteriaSatisfied else condition.name
-    else:
-        status = "cut off" if finished else condition.name
+    bound = max(bound, 0.0) if bound is not None and bound == bound else 0.0
+    bound = bound if cutoff is None else min(bound, cutoff)
+    status = "optimal" if feasible and condition == TerminationCondition.convergenceCriteriaSatisfied else (
+        condition.name)
     return MILPOutcome(status, results.incumbent_objective if feasible else None, bound, wall)

@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaleacross_milp.costmodel import memory
+from scaleacross_milp.costmodel.build import collective_model
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
 from scaleacross_milp.costmodel.costs import GPUCosts, OpTimes, ShapeCosts, build_shape_costs
 from scaleacross_milp.costmodel.dp import dp_cross_phases, dp_intra_s_per_layer
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.verify.layercomm import LayerCommSplit, layer_comm_split
 from scaleacross_milp.verify.layout import ResolvedLayout
 
 KINDS = ("F", "I", "W")
@@ -87,7 +87,7 @@ def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
 
 
 def _stage_work(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, gpu: GPUCosts,
-                split: LayerCommSplit, stage: int, layers: int, ag_layer_s: float) -> StageWork:
+                stage: int, layers: int, ag_layer_s: float) -> StageWork:
     last = resolved.actions.stages - 1
     ops = _scaled(gpu.layer, layers)
     grad = layers * costs.grad_bytes_per_layer_per_cell
@@ -97,7 +97,7 @@ def _stage_work(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts,
     if stage == last:
         ops = _plus(ops, gpu.last_stage_extra)
         grad += costs.grad_bytes_fixed_last
-    return StageWork(layers, ops, _scaled(split.tp_cp, layers), _scaled(split.ep, layers), layers * ag_layer_s,
+    return StageWork(layers, ops, _scaled(gpu.tp_cp_comm, layers), _scaled(gpu.ep_comm, layers), layers * ag_layer_s,
                      grad)
 
 
@@ -115,13 +115,12 @@ def build_workload(instance: Instance, resolved: ResolvedLayout) -> Workload:
             building = instance.topology.building(name)
             gpu_type = instance.gpu_types[building.gpu_type]
             gpu = costs.per_gpu_type[building.gpu_type]
-            split = layer_comm_split(instance, shape, gpu_type)
             ag_layer = 0.0
             if variant.mode is not DPMode.ddp:
-                comm = AlphaBetaModel.from_gpu(gpu_type)
+                comm = collective_model(instance, building.gpu_type, gpu_type)
                 ag_layer = dp_intra_s_per_layer(comm, shape, building, variant, dense, expert,
                                                 gpu_type.nvlink_domain_gpus)
-            stages = {s: _stage_work(instance, resolved, costs, gpu, split, s, chunk_layers, ag_layer)
+            stages = {s: _stage_work(instance, resolved, costs, gpu, s, chunk_layers, ag_layer)
                       for s in actions.stages_of(r)}
             ranks[name, r] = RankWork(
                 building=name, stages=stages, send_s=gpu.p2p_intra_s if shape.pp > 1 else 0.0,

@@ -62,4 +62,7 @@ def test_moe_shape_prices_ep(instance_factory):
     ep1 = build_shape_costs(inst, Shape(tp=2, pp=1, dp=8, micro_batch=1, microbatches=4), VARIANTS)
     ep4 = build_shape_costs(inst, Shape(tp=2, ep=4, pp=1, dp=8, micro_batch=1, microbatches=4), VARIANTS)
     assert ep4.per_gpu_type["h100"].layer_comm_s > ep1.per_gpu_type["h100"].layer_comm_s
+    # the EP share is the all-to-all alone: none without EP, and TP/CP traffic does not depend on EP
+    assert ep1.per_gpu_type["h100"].ep_comm.total_s == 0 < ep4.per_gpu_type["h100"].ep_comm.total_s
+    assert ep4.per_gpu_type["h100"].tp_cp_comm == ep1.per_gpu_type["h100"].tp_cp_comm
     assert ep4.layer_state_bytes[VARIANTS[0]] < ep1.layer_state_bytes[VARIANTS[0]]

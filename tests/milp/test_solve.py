@@ -91,10 +91,6 @@ def test_dp_out_wins_when_the_link_is_far(bundled):
     assert_proven(plan, 0.01)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "milp/extract.breakdown reads m.cycle, which keeps slack when the link bound sets T: with the calibrated "
-    "default profile the chosen pp=1 plan has cycle 1.87257 s > Cst[0] = Tpipe 1.87177 s, so the breakdown "
-    "sums to 0.8 ms more than the incumbent. Owner: milp (recompute the cycle as max Cst in extraction)."))
 def test_lossy_link_gets_selective_repeat(bundled):
     # At 1e-4 loss over 80 km go-back-N resends a whole bandwidth-delay product per loss and collapses;
     # any traffic that crosses must use a selective-repeat transport.

@@ -5,7 +5,8 @@ Per-layer terms that depend on the GPU type and DP variant (intra-building DP sy
     dpi >= n[j] min_{k,v} d[k,v]                            (choice-free floor: every stage is held somewhere)
 DP synchronisation is hierarchical (inside buildings, then across); the last microbatch's backward at stage 0
 hides part of it (rho = backward share of a stage's time):
-    dp_exposed >= dpi + dpx - rho Cst[0]
+    dp_exposed >= dpi + dpx - rho C0,   C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
+(C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap)
     T >= Tpipe + dp_exposed + opt,     T >= busy[a] for every arc     minimise T
 """
 
@@ -36,6 +37,12 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     add_rows(m, f"{name}_bound", rows)
 
 
+def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
+    """C0: stage 0's time per microbatch on the fastest GPU type that could hold it (exact when homogeneous)."""
+    terms = [ctx.stage_time_terms(0, k) for k in ctx.buildings]
+    return min(per_layer for per_layer, _ in terms) * m.n[0] + min(fixed for _, fixed in terms)
+
+
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     types = ctx.costs.per_gpu_type
     _slowest_holder(m, ctx, "dpi", {
@@ -46,7 +53,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     })
     rho = ctx.backward_share
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
-    m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * m.Cst[0])
+    m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * first_stage_floor(m, ctx))
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
