@@ -130,6 +130,7 @@ def _gpu_costs(
     g, o = training.grad_bytes_per_param, training.optimizer_bytes_per_param
     optimizer: dict[DPVariant, float] = {}
     dp_intra: dict[DPVariant, float] = {}
+    gather: dict[DPVariant, float] = {}
     buildings = [bd for bd in instance.topology.buildings if bd.gpu_type == gpu_name]
     for v in variants:
         if v.mode is DPMode.ddp:
@@ -142,6 +143,10 @@ def _gpu_costs(
             dp_intra_s_per_layer(comm, shape, bd, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
             for bd in buildings
         )
+        gather[v] = 0.0 if v.mode is DPMode.ddp else max(  # an all-gather moves what a reduce-scatter does
+            dp_intra_s_per_layer(comm, shape, bd, v, d_gpu * beta, e_gpu * beta, gpu.nvlink_domain_gpus)
+            for bd in buildings
+        )
     return GPUCosts(
         layer=layer,
         tp_cp_comm=tp_cp,
@@ -151,6 +156,7 @@ def _gpu_costs(
         p2p_intra_s=p2p,
         hbm_usable_bytes=gpu.hbm_gib * 2**30 * gpu.usable_hbm_fraction,
         optimizer_s_per_layer=optimizer,
+        gather_s_per_layer=gather,
         dp_intra_s_per_layer=dp_intra,
     )
 

@@ -61,6 +61,9 @@ class GPUCosts:
     hbm_usable_bytes: float
     optimizer_s_per_layer: dict[DPVariant, float]
     """Optimizer step time per layer held (memory-bound over the states this GPU owns) under each variant."""
+    gather_s_per_layer: dict[DPVariant, float]
+    """One all-gather of one layer's parameters over the shard group inside the building (FSDP / HSDP; 0 for DDP):
+    what each forward and backward pass waits for under reshard-after-forward."""
     dp_intra_s_per_layer: dict[DPVariant, float]
     """Intra-building DP synchronisation time per layer held, per step, under each variant, that is not hidden
     behind compute (hierarchical algorithms; pods and oversubscription of this building)."""

@@ -11,7 +11,9 @@ cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integ
     T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho C0) + opt,
 and dpi >= ceil(L/p) min_k d[k,v], opt >= ceil(L/p) min_k o[k,v] (some stage holds ceil(L/p) layers). The right
 side grows with SC, so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
-    T >= opt_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [m c + beta_o max(0, S - c) - rho min(c, S)] + dpi_v).
+    T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [... - rho min(c, S)] + dpi_v),
+with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
+holds at least the option's granularity g_o of layers).
 The shape's bound is the minimum over admissible pairs.
 """
 
@@ -24,6 +26,8 @@ import numpy as np
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.iteration import gather_passes
+from scaleacross_milp.spec.search import DPMode
 
 
 def cycle_floor_s(ctx: ShapeContext) -> float:
@@ -78,9 +82,12 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     for option, variant in pairs:
         dpi = most * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
         opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+        gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
+        gather0 = option.layer_granularity * gather if variant.mode is not DPMode.ddp else 0.0
+        slowest = max(cycle, gather_passes(variant.mode) * most * gather)
         beta = option.bubble_coefficient(layer)
-        no_overlap = pipeline_floor_s(mb, beta, 0.0, total, cycle)
-        best = min(best, opt + max(no_overlap, pipeline_floor_s(mb, beta, rho, total, cycle) + dpi))
+        no_overlap = pipeline_floor_s(mb, beta, 0.0, total, slowest)
+        best = min(best, opt + gather0 + max(no_overlap, pipeline_floor_s(mb, beta, rho, total, slowest) + dpi))
     return best
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pyomo.environ as pyo
-from pyomo.repn import generate_standard_repn
 
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.iteration import first_stage_floor
@@ -65,22 +64,6 @@ def held(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[tuple[int, str]]:
     return [(j, k) for j in range(ctx.shape.pp) for k in ctx.buildings if round(_val(m.x[j, k])) > 0]
 
 
-def tight_cycle(m: pyo.ConcreteModel) -> float:
-    """The smallest cycle the solution's other values allow: the solver may leave slack in `cycle` when the
-    objective is set elsewhere (e.g. by a link), and the breakdown must not charge that slack to the pipeline."""
-    cycle = _val(m.cycle)
-    lowest = 0.0
-    for name in ("cycle_bound", "cycle_floor", "link_time", "round_trip"):
-        for row in getattr(m, name).values():
-            repn = generate_standard_repn(row.body)
-            coef = next((c for v, c in zip(repn.linear_vars, repn.linear_coefs, strict=True) if v is m.cycle), 0.0)
-            if coef > 0 and row.lower is not None:
-                lowest = max(lowest, cycle - row.lslack() / coef)
-            elif coef < 0 and row.upper is not None:
-                lowest = max(lowest, cycle - row.uslack() / -coef)
-    return min(cycle, lowest)
-
-
 def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[LinkUse]) -> Breakdown:
     """Split the iteration time: the slowest stage's own work over m microbatches, its TP/EP share, the
     schedule's bubble, what pipeline sends and DP sync add, and the optimizer step. A link-bound remainder is
@@ -93,14 +76,16 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     )
     stage_s, gpu = slowest
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
-    cycle, total = tight_cycle(m), sum(_val(m.Cst[j]) for j in m.J)
+    cycle, total = _val(m.cycle), sum(_val(m.Cst[j]) for j in m.J)
     bubble = max(0.0, opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle))
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
-    pipe = mb * cycle + bubble + 2 * latency
+    pipe = mb * cycle + bubble + 2 * latency + _val(m.fill_sends)
     dp = max(0.0, _val(m.dpi) + _val(m.dpx) - ctx.backward_share * _val(first_stage_floor(m, ctx)))
+    gathers = mb * max(0.0, min(_val(m.gather), cycle) - stage_s)  # cycle time the comm stream adds
+    dp += _val(m.gather0) + gathers
     optimizer = _val(m.opt)
-    exposed_pp = max(0.0, pipe - mb * stage_s - bubble)
+    exposed_pp = max(0.0, pipe - mb * stage_s - bubble - gathers)
     remainder = max(0.0, _val(m.T) - pipe - dp - optimizer)
     busiest = max(links, key=lambda use: use.busy_s, default=None)
     if busiest is not None and busiest.pp_gbyte >= busiest.dp_gbyte:

@@ -80,3 +80,42 @@ def solve_milp(
     status = "optimal" if feasible and condition == TerminationCondition.convergenceCriteriaSatisfied else (
         condition.name)
     return MILPOutcome(status, results.incumbent_objective if feasible else None, bound, wall)
+
+
+def _solve_lp(model: pyo.ConcreteModel, threads: int | None) -> None:
+    highspy.Highs.resetGlobalScheduler(True)
+    results = SolverFactory("highs").solve(model, threads=threads, load_solutions=False,
+                                           raise_exception_on_nonoptimal_result=False)
+    if results.solution_status not in (SolutionStatus.feasible, SolutionStatus.optimal):
+        raise RuntimeError(f"HiGHS could not re-solve {model.name} with its integer choices fixed")
+    results.solution_loader.load_vars()
+
+
+def polish(model: pyo.ConcreteModel, objective: pyo.Var, threads: int | None) -> float:
+    """Make the loaded solution exact and slack-free; returns its exact objective.
+
+    With every integer variable fixed at its rounded value, (1) re-solve the LP: a MILP incumbent may use the
+    integrality tolerance (a binary at 1 - 1e-7 relaxes a big-M row by M 1e-7), so the exact objective can be a
+    little higher; (2) hold the objective there and minimise the sum of the continuous variables. They are all
+    epigraph variables (lower-bounded times and loads), so each ends at the smallest value its rows allow and the
+    plan's breakdown reads what binds, not slack."""
+    variables = [v for v in model.component_data_objects(pyo.Var, active=True) if not v.fixed]
+    discrete = [v for v in variables if v.is_integer()]
+    for var in discrete:
+        var.fix(round(pyo.value(var)))
+    original = next(model.component_data_objects(pyo.Objective, active=True))
+    try:
+        _solve_lp(model, threads)
+        exact = pyo.value(objective)
+        original.deactivate()
+        model.polish_hold = pyo.Constraint(expr=objective <= exact * (1 + 1e-9) + 1e-12)
+        model.polish_objective = pyo.Objective(expr=sum(v for v in variables if not v.is_integer()))
+        _solve_lp(model, threads)
+    finally:
+        for name in ("polish_objective", "polish_hold"):
+            if hasattr(model, name):
+                model.del_component(name)
+        original.activate()
+        for var in discrete:
+            var.unfix()
+    return exact

@@ -21,7 +21,7 @@ from scaleacross_milp.milp.bounds import (
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import model_size, solve_milp
+from scaleacross_milp.milp.highs import model_size, polish, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.shapes import enumerate_shapes
@@ -200,9 +200,7 @@ def solve_instance(
     search = ShapeSearch(screening.candidates, start, limit, gap, threads, build_s=time.perf_counter() - start)
     search.run()
 
-    incumbent, best = search.incumbent, search.best
-    bound = min(min(search.shape_bounds), incumbent)
-    wall = time.perf_counter() - start
+    best, bound = search.best, min(min(search.shape_bounds), search.incumbent)
     if best is None:
         if all(math.isinf(b) for b in search.shape_bounds):
             raise InfeasibleInstance(
@@ -214,6 +212,8 @@ def solve_instance(
             f"raise --time-limit"
         )
     model, ctx, size = best
+    incumbent = polish(model, model.T, threads)
+    wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit" if search.out_of_time or wall >= limit else "gap open",

@@ -3,7 +3,7 @@
 Breakdown by successive replays (each adds one group of effects, so the parts add up to the total):
   A compute only        compute + TP/CP + EP = busiest rank's work; bubble = makespan(A) - that
   B + pipeline sends    exposed PP = makespan(B) - makespan(A)
-  C + DP sync, optimizer (all-gathers assumed hidden, as the MILP does)
+  C + DP sync, optimizer
   D + FSDP/HSDP all-gathers = the iteration time
   optimizer = the last rank's step (capped by D - B); exposed DP = D - B - optimizer.
 Effects the MILP does not linearise, each measured by a replay without it:
@@ -11,7 +11,6 @@ Effects the MILP does not linearise, each measured by a replay without it:
                       latency in fill/drain and the link's bandwidth only as a per-cycle bound
   DP overlap window   makespan(C) - makespan(C with each chunk's reduction free to overlap its whole last
                       backward I + W): the MILP credits the backward share of stage 0's time
-  all-gathers         makespan(D) - makespan(C): the MILP assumes prefetch hides them
   schedule bubble     bubble(A) - beta (sum_j C_j - max_j C_j), beta = costmodel.schedule's coefficient,
                       C_j rank j's work per microbatch (the MILP's fill/drain formula, exact only in steady
                       state, e.g. ZB-V needs m >= 2p - 1)
@@ -101,7 +100,7 @@ def _formula_bubble(workload: Workload) -> float:
 
 
 def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
-    a, b, b0, c, c0, d = (runs[k] for k in ("A", "B", "B0", "C", "C0", "D"))
+    a, b, b0, c, c0 = (runs[k] for k in ("A", "B", "B0", "C", "C0"))
     bubble = max(0.0, a.makespan_s - a.busiest_compute_s - a.busiest_tp_cp_s - a.busiest_ep_s)
     formula = _formula_bubble(workload)
     resolved = workload.resolved
@@ -127,13 +126,6 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
             name="DP overlap window", seconds=window,
             detail="each layer's gradient reduction can start only once its weight gradient is final (after W "
                    "in zero-bubble schedules); the MILP lets it overlap the whole last backward of stage 0",
-        ))
-    gathers = d.makespan_s - c.makespan_s
-    if gathers > 0:
-        effects.append(Effect(
-            name="all-gathers not hidden", seconds=gathers,
-            detail=f"{resolved.variant.label()} parameter all-gathers outlast the compute they are prefetched "
-                   f"behind; the MILP assumes they are hidden",
         ))
     return effects
 

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaleacross_milp.costmodel import memory
-from scaleacross_milp.costmodel.build import collective_model
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
 from scaleacross_milp.costmodel.costs import GPUCosts, OpTimes, ShapeCosts, build_shape_costs
-from scaleacross_milp.costmodel.dp import dp_cross_phases, dp_intra_s_per_layer
+from scaleacross_milp.costmodel.dp import dp_cross_phases
 from scaleacross_milp.spec.instance import Instance
-from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.verify.layout import ResolvedLayout
 
 KINDS = ("F", "I", "W")
@@ -105,9 +102,7 @@ def build_workload(instance: Instance, resolved: ResolvedLayout) -> Workload:
     shape, variant, actions = resolved.layout.shape, resolved.variant, resolved.actions
     costs = build_shape_costs(instance, shape, [variant])
     training = instance.training
-    params = memory.average_layer_params(instance.model_spec)
     beta = training.bytes_per_element
-    dense, expert = params.dense / shape.tp * beta, params.expert / (shape.tp * shape.ep) * beta
     ranks: dict[tuple[str, int], RankWork] = {}
     for r, placement in enumerate(resolved.stages):
         chunk_layers = placement.layers // actions.chunks
@@ -115,12 +110,8 @@ def build_workload(instance: Instance, resolved: ResolvedLayout) -> Workload:
             building = instance.topology.building(name)
             gpu_type = instance.gpu_types[building.gpu_type]
             gpu = costs.per_gpu_type[building.gpu_type]
-            ag_layer = 0.0
-            if variant.mode is not DPMode.ddp:
-                comm = collective_model(instance, building.gpu_type, gpu_type)
-                ag_layer = dp_intra_s_per_layer(comm, shape, building, variant, dense, expert,
-                                                gpu_type.nvlink_domain_gpus)
-            stages = {s: _stage_work(instance, resolved, costs, gpu, s, chunk_layers, ag_layer)
+            stages = {s: _stage_work(instance, resolved, costs, gpu, s, chunk_layers,
+                                     gpu.gather_s_per_layer[variant])
                       for s in actions.stages_of(r)}
             ranks[name, r] = RankWork(
                 building=name, stages=stages, send_s=gpu.p2p_intra_s if shape.pp > 1 else 0.0,

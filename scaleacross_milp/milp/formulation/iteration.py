@@ -7,7 +7,11 @@ DP synchronisation is hierarchical (inside buildings, then across); the last mic
 hides part of it (rho = backward share of a stage's time):
     dp_exposed >= dpi + dpx - rho C0,   C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
 (C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap)
-    T >= Tpipe + dp_exposed + opt,     T >= busy[a] for every arc     minimise T
+FSDP / HSDP re-gather a stage's parameters before each forward and backward pass (reshard after forward; a per-layer
+all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up, and
+stage 0's first gather has nothing to hide behind (fsdp-no-reshard gathers once, DDP never):
+    gather >= passes_v n[j] g[k,v] - ...,   cycle >= gather;    gather0 >= n[0] g[k,v] - ...
+    T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc     minimise T
 """
 
 from __future__ import annotations
@@ -16,17 +20,25 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.spec.search import DPMode
 
 
-def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict) -> None:
-    """Add var `name` >= n[j] * per_layer[gpu type, variant] over every held (j, k) and chosen variant."""
+def gather_passes(mode: DPMode) -> int:
+    """All-gathers of a stage's parameters per microbatch: forward and backward under reshard-after-forward."""
+    return 2 if mode in (DPMode.fsdp, DPMode.hsdp) else 0
+
+
+def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict,
+                    stages: list[int] | None = None) -> None:
+    """Add var `name` >= n[j] * per_layer[gpu type, variant] over every held (j, k) (j in `stages`, default all)
+    and the chosen variant."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     big = most * max(per_layer.values(), default=0.0)
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
     variants = list(m.V)
     rows = []
-    for j in m.J:
+    for j in m.J if stages is None else stages:
         for k in m.K:
             gpu_type = ctx.instance.topology.building(k).gpu_type
             lhs = var if ctx.homogeneous else var + big * (1 - m.y[j, k])
@@ -51,10 +63,18 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     _slowest_holder(m, ctx, "opt", {
         (g, v): types[g].optimizer_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
     })
+    _slowest_holder(m, ctx, "gather", {
+        (g, v): gather_passes(var.mode) * types[g].gather_s_per_layer[var]
+        for g in types for v, var in enumerate(ctx.variants)
+    })
+    m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
+    _slowest_holder(m, ctx, "gather0", {
+        (g, v): types[g].gather_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
+    }, stages=[0])
     rho = ctx.backward_share
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * first_stage_floor(m, ctx))
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
-    m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt <= m.T)
+    m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
     m.objective = pyo.Objective(expr=m.T, sense=pyo.minimize)

@@ -10,7 +10,7 @@ For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per bounda
 cycles plus the fill and drain: beta_o times the other stages' time, never negative (a link- or latency-bound
 cycle can exceed sum_j Cst[j]):
     spread >= sum_j Cst[j] - cycle,   bubble >= beta_o spread
-    Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap])
+    Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill   (fill: see `traffic`)
 (choice-dependent rows as in `disjunction`; with spread >= 0 their choice-free floor uses min_o beta_o, which
 keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
 and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
@@ -73,7 +73,9 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     terms = [([2 * c for c in chi], latency)]
     if wrap is not None:
         terms.append(([2 * w for w in omega], m.lat[wrap]))
-    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble, terms, m.u, options, big))
+    m.fill_sends = pyo.Var(domain=pyo.NonNegativeReals)
+    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends, terms, m.u,
+                                                options, big))
 
     steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
     rows = []

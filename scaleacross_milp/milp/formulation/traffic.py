@@ -11,7 +11,9 @@ r[j,s,t] = x[j,s] y[j,t] (linearised, continuous):
     gradient GB per cell, G_v / Q_v the gather / reduce volumes of variant v in gradient-sized units.
 With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction):
     busy[a] >= (m pp[a] + dp[a]) / (c_l eta[l,t]) - M (1 - z[l,t])   the link carries one iteration's bytes
-    cycle   >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t])             ... and one microbatch per cycle
+    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= xfer[a]   ... and one microbatch per cycle
+    fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
+                                  are on the critical path of fill and drain
     dpx     >= dp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
 """
 
@@ -60,6 +62,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.pp = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["pp_arc"]))
     m.dp = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
     m.busy = pyo.Var(m.A, domain=pyo.NonNegativeReals)
+    m.xfer = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.dpx = pyo.Var(domain=pyo.NonNegativeReals)
 
     # Per ordered pair (s, t): cell-crossings s->t at regular boundaries and at the wrap, summed over boundaries.
@@ -109,9 +112,12 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     for i, d in arcs:
         transports = [(i, t) for t in links[i].transports]
         per_gb = [seconds(i, t) for t in links[i].transports]
-        for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.cycle, m.pp[i, d]), (m.dpx, m.dp[i, d])):
+        for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
+                          (m.dpx, m.dp[i, d])):
             rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
     add_rows(m, "link_time", rows)
+    m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= m.xfer[i, d])
+    m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
