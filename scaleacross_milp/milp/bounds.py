@@ -91,6 +91,38 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
+def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
+    """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
+    the other p - 1 stages hold L - n0 layers, so cycle >= c(n0) = max(c0, tau_min n0 + e0,
+    tau_min ceil((L - n0) / (p - 1)) + e_min, gathers); stage 0's first gather takes n0 g_v; DP overlap is
+    rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. Since m c + beta max(0, S - c)
+    grows with c (m >= beta),
+        T >= min_n0 [ opt_v + n0 g_v + m c(n0) + beta_o max(0, S - c(n0)) + max(0, dpi_v - rho C0(n0)) ]."""
+    p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
+    most = math.ceil(layers / p)
+    types = [ctx.gpu(k) for k in ctx.buildings]
+    tau = min(gpu.layer.total_s for gpu in types)
+    e_first = min(ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
+    e_min = min(ctx.stage_time_terms(j, k)[1] for j in range(p) for k in ctx.buildings)
+    total, cycle = stage_floors_s(ctx)
+    layer, rho = ctx.gpu(ctx.buildings[0]).layer, ctx.backward_share
+    best = math.inf
+    for option, variant in pairs:
+        grain = option.layer_granularity
+        n0 = np.arange(grain, layers - (p - 1) * grain + 1, grain, dtype=float)
+        rest = np.ceil((layers - n0) / (p - 1)) if p > 1 else np.zeros_like(n0)
+        gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
+        c = np.maximum.reduce([np.full_like(n0, cycle), tau * n0 + e_first, tau * rest + e_min,
+                               gather_passes(variant.mode) * np.maximum(n0, rest) * gather])
+        beta = option.bubble_coefficient(layer)
+        dpi = most * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
+        opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+        bound = (opt + (n0 * gather if variant.mode is not DPMode.ddp else 0.0) + mb * c
+                 + beta * np.maximum(0.0, total - c) + np.maximum(0.0, dpi - rho * (tau * n0 + e_first)))
+        best = min(best, float(bound.min()))
+    return best
+
+
 def fits_capacity(ctx: ShapeContext) -> bool:
     cell = ctx.shape.cell_gpus
     room = sum(ctx.instance.topology.building(k).gpus // cell for k in ctx.buildings)

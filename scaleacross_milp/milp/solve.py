@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from scaleacross_milp.milp.bounds import (
     admissible_pairs,
     attainable_options,
+    first_stage_lower_bound_s,
     fits_capacity,
     lower_bound_s,
     min_memory_gib,
@@ -166,8 +167,10 @@ class ShapeSearch:
                 break
             self.try_patterns(i)
             tried += 1
-        for i, (lower, _) in enumerate(self.candidates):
+        for i, (lower, ctx) in enumerate(self.candidates):
             self.out_of_time = self.out_of_time or self.remaining() <= 0
+            if self.promising(lower) and not self.out_of_time:
+                lower = max(lower, first_stage_lower_bound_s(ctx, admissible_pairs(ctx)))
             if not self.promising(lower) or self.out_of_time:
                 self.shape_bounds.append(lower)
                 self.models.pop(i, None)
