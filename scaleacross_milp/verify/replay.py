@@ -39,8 +39,6 @@ class Level:
     """Which effects a replay includes (the breakdown replays add them one by one)."""
 
     sends: bool = True
-    send_bytes: bool = True
-    """False: a send to another building costs its latency only (no bandwidth), as in the MILP's fill/drain."""
     dp_sync: bool = True
     all_gathers: bool = True
     optimizer: bool = True
@@ -215,11 +213,6 @@ class _Builder:
         src, dst = pattern.buildings[rank], pattern.buildings[dst_rank]
         if src == dst:
             self.arrival[key] = occupy
-            return occupy
-        if not self.level.send_bytes:
-            latency = max(send_s, self.fabric.latency_s[src, dst])
-            self.arrival[key] = self.g.add(FIXED, latency, f"link {src}->{dst}", f"{direction} {a.stage}->{peer} "
-                                           f"mb{a.microbatch}", "send", (node,))
             return occupy
         shape = self.r.layout.shape
         subflows, qp = self._subflows(src, dst, pattern.pipelines * shape.tp * shape.cp)

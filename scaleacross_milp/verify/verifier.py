@@ -7,8 +7,6 @@ Breakdown by successive replays (each adds one group of effects, so the parts ad
   D + FSDP/HSDP all-gathers = the iteration time
   optimizer = the last rank's step (capped by D - B); exposed DP = D - B - optimizer.
 Effects the MILP does not linearise, each measured by a replay without it:
-  send serialisation  makespan(B) - makespan(B with latency-only sends): the MILP charges a crossing its
-                      latency in fill/drain and the link's bandwidth only as a per-cycle bound
   DP overlap window   makespan(C) - makespan(C with each chunk's reduction free to overlap its whole last
                       backward I + W): the MILP credits the backward share of stage 0's time
   schedule bubble     bubble(A) - beta (sum_j C_j - max_j C_j), beta = costmodel.schedule's coefficient,
@@ -41,7 +39,6 @@ generated instances: -8.0 % .. +7.9 % (benchmarks/verify_instances.py)."""
 
 COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
-SENDS_LATENCY_ONLY = Level(send_bytes=False, dp_sync=False, all_gathers=False, optimizer=False)
 NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
 
@@ -52,7 +49,7 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
     runs = {name: replay(workload, instance.topology, level) for name, level in
-            (("A", COMPUTE), ("B", SENDS), ("B0", SENDS_LATENCY_ONLY), ("C", NO_GATHERS),
+            (("A", COMPUTE), ("B", SENDS), ("C", NO_GATHERS),
              ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
     a, b, d = runs["A"], runs["B"], runs["D"]
     total = d.makespan_s
@@ -100,7 +97,7 @@ def _formula_bubble(workload: Workload) -> float:
 
 
 def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
-    a, b, b0, c, c0 = (runs[k] for k in ("A", "B", "B0", "C", "C0"))
+    a, c, c0 = (runs[k] for k in ("A", "C", "C0"))
     bubble = max(0.0, a.makespan_s - a.busiest_compute_s - a.busiest_tp_cp_s - a.busiest_ep_s)
     formula = _formula_bubble(workload)
     resolved = workload.resolved
@@ -111,14 +108,6 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
             detail=f"the replayed {resolved.actions.name} order (p={resolved.actions.ranks}, "
                    f"m={resolved.actions.microbatches}) idles {bubble:.4f} s; the steady-state bubble formula "
                    f"gives {formula:.4f} s",
-        ))
-    serial = b.makespan_s - b0.makespan_s
-    if serial > 0:
-        effects.append(Effect(
-            name="send serialisation", seconds=serial,
-            detail=f"cross-building sends of {resolved.layout.shape.dp:,} pipelines x "
-                   f"{workload.p2p_bytes / 1e6:.1f} MB take link time on the critical path; the MILP charges "
-                   f"only their latency there (bandwidth enters as a per-cycle bound)",
         ))
     window = c.makespan_s - c0.makespan_s
     if window > 0:
