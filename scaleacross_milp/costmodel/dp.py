@@ -7,7 +7,8 @@ reduce-scatter / all-gather inside each pod at NIC bandwidth B and the cross-pod
 Exposure (overlap assumptions):
   DDP            the final gradient all-reduce of the last microbatch is exposed (no overlap with backward
                  credited: conservative; bucketed overlap would hide part of it)
-  FSDP (reshard) parameter all-gathers are prefetched behind compute; only the final reduce-scatter is exposed
+  FSDP (reshard) the final reduce-scatter is exposed; parameter re-gathers (GPUCosts.gather_s_per_layer, two
+                 per microbatch) are prefetched behind compute, which the MILP bounds by the comm stream
   fsdp-no-reshard the final gradient reduce-scatter is exposed
   HSDP           the final reduce-scatter over the shard group (inside the building) is exposed; the
                  cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases

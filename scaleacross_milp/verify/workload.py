@@ -8,7 +8,7 @@ Per rank r (stage r of the plan, n_r layers, v chunks of n_r / v layers; chunk =
   all-gather FSDP / HSDP: before every F and I/B (reshard after forward); fsdp-no-reshard: before the first F
              of each chunk only; priced as the shard-group collective of the chunk's bf16 parameters
   optimizer  optimizer_s_per_layer x n_r
-The TP / CP / EP share of each op comes from verify.layercomm (the costmodel's formulas, split by kind).
+The TP / CP / EP share of each op comes from the costmodel (GPUCosts.tp_cp_comm and ep_comm).
 """
 
 from __future__ import annotations
