@@ -37,14 +37,6 @@ def write(tmp_path: Path, data: dict, name: str = "instance.json") -> Path:
     return path
 
 
-def assert_input_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
-
-
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
     """One solve of the campus instance with -o, shared by the output tests."""
@@ -84,7 +76,7 @@ def test_solve_output_is_a_valid_plan_matching_the_summary(solved):
     assert plan.shape.gpus <= 4096
 
 
-def test_solve_refuses_to_overwrite_without_force(tmp_path):
+def test_solve_refuses_to_overwrite_without_force(tmp_path, assert_input_error):
     out = tmp_path / "plan.json"
     out.write_text("keep me")
     result = run("solve", CAMPUS, "-o", out)
@@ -109,7 +101,7 @@ def test_solve_without_output_writes_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_solve_model_that_cannot_fit_in_memory_exits_2(tmp_path):
+def test_solve_model_that_cannot_fit_in_memory_exits_2(tmp_path, assert_input_error):
     data = campus()
     data["gpu_types"]["small"] = {"peak_dense_tflops": {"bf16": 100}, "hbm_gib": 16, "hbm_tbyte_s": 1,
                                   "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 100}
@@ -153,7 +145,7 @@ def test_solve_rejects_bad_options(option):
     assert option[0] in result.output
 
 
-def test_solve_missing_file_exits_2(tmp_path):
+def test_solve_missing_file_exits_2(tmp_path, assert_input_error):
     assert_input_error(run("solve", tmp_path / "nope.json"), "nope.json", "cannot read")
 
 
@@ -171,21 +163,21 @@ def test_validate_ok_prints_summary():
     assert text.rstrip().endswith("OK")
 
 
-def test_validate_unknown_field(tmp_path):
+def test_validate_unknown_field(tmp_path, assert_input_error):
     data = campus()
     data["topology"]["buildings"][0]["colour"] = "red"
     result = run("validate", write(tmp_path, data))
     assert_input_error(result, "topology.buildings.0.colour: Extra inputs are not permitted")
 
 
-def test_validate_zero_capacity(tmp_path):
+def test_validate_zero_capacity(tmp_path, assert_input_error):
     data = campus()
     data["topology"]["links"][0]["capacity_gbit_s"] = 0
     result = run("validate", write(tmp_path, data))
     assert_input_error(result, "topology.links.0.capacity_gbit_s: Input should be greater than 0")
 
 
-def test_validate_reports_every_problem(tmp_path):
+def test_validate_reports_every_problem(tmp_path, assert_input_error):
     data = campus()
     data["topology"]["links"][0]["capacity_gbit_s"] = 0
     data["training"]["seq_len"] = -1
@@ -195,28 +187,28 @@ def test_validate_reports_every_problem(tmp_path):
                        "bogus: Extra inputs are not permitted")
 
 
-def test_validate_link_to_unknown_building(tmp_path):
+def test_validate_link_to_unknown_building(tmp_path, assert_input_error):
     data = campus()
     data["topology"]["links"][0]["b"] = "C"
     result = run("validate", write(tmp_path, data))
     assert_input_error(result, "topology: links[0] names unknown building 'C'")
 
 
-def test_validate_disconnected_building(tmp_path):
+def test_validate_disconnected_building(tmp_path, assert_input_error):
     data = campus()
     data["topology"]["buildings"].append({"name": "C", "gpus": 512, "gpu_type": "h100-sxm"})
     result = run("validate", write(tmp_path, data))
     assert_input_error(result, "topology: buildings are not all connected", "['C']")
 
 
-def test_validate_malformed_json(tmp_path):
+def test_validate_malformed_json(tmp_path, assert_input_error):
     path = tmp_path / "broken.json"
     path.write_text('{\n  "name": "x",\n  "training": {,}\n}\n')
     result = run("validate", path)
     assert_input_error(result, "broken.json", "malformed JSON at line 3, column")
 
 
-def test_validate_bad_model_file_names_that_file(tmp_path):
+def test_validate_bad_model_file_names_that_file(tmp_path, assert_input_error):
     model = json.loads(MODEL.read_text()) | {"layers": 0}
     (tmp_path / "bad-model.json").write_text(json.dumps(model))
     data = campus() | {"model": {"file": "bad-model.json"}}
@@ -225,7 +217,7 @@ def test_validate_bad_model_file_names_that_file(tmp_path):
     assert "instance.json" not in result.stderr
 
 
-def test_validate_bad_hf_config_names_that_file(tmp_path):
+def test_validate_bad_hf_config_names_that_file(tmp_path, assert_input_error):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     data = campus() | {"model": {"hf_config": "config.json"}}
     result = run("validate", write(tmp_path, data))
@@ -315,7 +307,7 @@ def test_evaluate_custom_schedule_csv(tmp_path):
     assert "schedule custom (custom.csv)" in result.stdout
 
 
-def test_evaluate_schedule_csv_with_missing_action_exits_2(tmp_path):
+def test_evaluate_schedule_csv_with_missing_action_exits_2(tmp_path, assert_input_error):
     (tmp_path / "broken.csv").write_text("0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n")
     layout = {k: v for k, v in CAMPUS_LAYOUT.items() if k != "schedule"} | {"schedule_csv": "broken.csv"}
     assert_input_error(run("evaluate", CAMPUS, write(tmp_path, layout, "layout.json")),
@@ -329,19 +321,19 @@ def test_evaluate_schedule_csv_with_missing_action_exits_2(tmp_path):
     (lambda d: d["stages"][1].update(cells_per_building={"C": 512}), "unknown building 'C'"),
     (lambda d: d["shape"].update(dp=256), "dp x micro_batch x microbatches = 512 sequences"),
 ])
-def test_evaluate_mismatched_plan_exits_2(tmp_path, change, needle):
+def test_evaluate_mismatched_plan_exits_2(tmp_path, change, needle, assert_input_error):
     data = json.loads(json.dumps(CAMPUS_LAYOUT))
     change(data)
     assert_input_error(run("evaluate", CAMPUS, write(tmp_path, data, "layout.json")), needle)
 
 
-def test_evaluate_malformed_layout_names_fields(tmp_path):
+def test_evaluate_malformed_layout_names_fields(tmp_path, assert_input_error):
     data = CAMPUS_LAYOUT | {"dp_mode": "zero3", "colour": 1}
     assert_input_error(run("evaluate", CAMPUS, write(tmp_path, data, "layout.json")), "2 problems", "dp_mode:",
                        "colour: Extra inputs are not permitted")
 
 
-def test_evaluate_refuses_to_overwrite_trace(tmp_path):
+def test_evaluate_refuses_to_overwrite_trace(tmp_path, assert_input_error):
     trace = tmp_path / "trace.json"
     trace.write_text("keep")
     result = run("evaluate", CAMPUS, write(tmp_path, CAMPUS_LAYOUT, "layout.json"), "--trace", trace)

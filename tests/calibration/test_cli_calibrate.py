@@ -14,15 +14,7 @@ def run(*args):
     return runner.invoke(app, ["calibrate", *[str(a) for a in args]])
 
 
-def assert_input_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
-
-
-def test_writes_a_profile_and_prints_fit_quality_with_units(logs, tmp_path):
+def test_writes_a_profile_and_prints_fit_quality_with_units(logs, tmp_path, assert_input_error):
     out = tmp_path / "p.json"
     names = ["nccl_h100-sxm-cluster01-1node_all_reduce_8gpus.txt", "nccl_h100-sxm-cluster01-2nodes_sendrecv_16gpus.txt"]
     result = run(*(logs / n for n in names), "-o", out)
@@ -37,13 +29,13 @@ def test_writes_a_profile_and_prints_fit_quality_with_units(logs, tmp_path):
     assert run(logs / names[0], "-o", out, "--force").exit_code == 0
 
 
-def test_garbage_exits_2_naming_file_and_line(tmp_path):
+def test_garbage_exits_2_naming_file_and_line(tmp_path, assert_input_error):
     bad = tmp_path / "notes.txt"
     bad.write_text("hello\nworld\n")
     assert_input_error(run(bad), f"{bad}:2:", "not nccl-tests output")
 
 
-def test_missing_facts_are_asked_for_and_checked(logs, tmp_path):
+def test_missing_facts_are_asked_for_and_checked(logs, tmp_path, assert_input_error):
     a100 = logs / "nccl_a100-8gpu-nvlink_sendrecv_8gpus.txt"
     assert_input_error(run(a100), f"{a100}:8:", "--ranks")
     assert_input_error(run(a100, "--ranks", 8), "--tier or --nodes")
@@ -55,7 +47,7 @@ def test_missing_facts_are_asked_for_and_checked(logs, tmp_path):
     assert_input_error(run(h100, "--collective", "sendrecv"), "collective")
 
 
-def test_rebuild_defaults_refuses_to_overwrite_and_needs_a_folder(logs, tmp_path):
+def test_rebuild_defaults_refuses_to_overwrite_and_needs_a_folder(logs, tmp_path, assert_input_error):
     assert_input_error(run("--rebuild-defaults", logs), "-o DIR")
     (tmp_path / "default.json").write_text("{}")
     assert_input_error(run("--rebuild-defaults", logs, "-o", tmp_path), "default.json exists")
