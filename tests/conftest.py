@@ -1,10 +1,18 @@
-"""Helpers shared by the CLI tests of every package."""
+"""Helpers shared by the tests of every package: the CLI's bad-input check and a small-instance builder."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+from scaleacross_milp.spec.instance import Instance
+
+ROOT = Path(__file__).resolve().parents[1]
+H100 = {"peak_dense_tflops": {"bf16": 989}, "hbm_gib": 79.6, "hbm_tbyte_s": 3.35,
+        "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 370, "nic_gbit_s": 400}
 
 
 def _assert_input_error(result, *needles: str) -> None:
@@ -19,3 +27,23 @@ def _assert_input_error(result, *needles: str) -> None:
 @pytest.fixture
 def assert_input_error() -> Callable[..., None]:
     return _assert_input_error
+
+
+def _small_instance(buildings=None, links=None, search=None, *, gpus: int, batch: int, search_defaults: dict,
+                    **training) -> Instance:
+    """A Llama 3 8B job on H100s, from keyword overrides (one building of `gpus` GPUs unless given)."""
+    data = {
+        "name": "tiny",
+        "model": json.loads((ROOT / "models" / "llama3-8b.json").read_text()),
+        "training": {"seq_len": 8192, "global_batch_sequences": batch, "recompute": "selective", **training},
+        "gpu_types": {"h100": H100},
+        "topology": {"buildings": buildings or [{"name": "A", "gpus": gpus, "gpu_type": "h100"}],
+                     "links": links or []},
+        "search": {**search_defaults, **(search or {})},
+    }
+    return Instance.model_validate(data)
+
+
+@pytest.fixture
+def small_instance() -> Callable[..., Instance]:
+    return _small_instance

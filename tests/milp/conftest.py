@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,8 +9,6 @@ import pytest
 from scaleacross_milp.spec.instance import Instance, load_instance
 
 ROOT = Path(__file__).resolve().parents[2]
-H100 = {"peak_dense_tflops": {"bf16": 989}, "hbm_gib": 79.6, "hbm_tbyte_s": 3.35,
-        "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 370, "nic_gbit_s": 400}
 
 
 @pytest.fixture
@@ -22,19 +19,11 @@ def bundled():
 
 
 @pytest.fixture
-def tiny():
-    """An instance from keyword overrides on a one-building Llama 3 8B job."""
+def tiny(small_instance):
+    """An instance from keyword overrides on a one-building (8 GPUs) Llama 3 8B job, solved to optimality."""
 
     def make(buildings=None, links=None, search=None, **training) -> Instance:
-        data = {
-            "name": "tiny",
-            "model": json.loads((ROOT / "models" / "llama3-8b.json").read_text()),
-            "training": {"seq_len": 8192, "global_batch_sequences": 16, "recompute": "selective", **training},
-            "gpu_types": {"h100": H100},
-            "topology": {"buildings": buildings or [{"name": "A", "gpus": 8, "gpu_type": "h100"}],
-                         "links": links or []},
-            "search": {"time_limit_s": 30, "rel_gap": 0.0, **(search or {})},
-        }
-        return Instance.model_validate(data)
+        return small_instance(buildings, links, search, gpus=8, batch=16,
+                              search_defaults={"time_limit_s": 30, "rel_gap": 0.0}, **training)
 
     return make

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from scaleacross_milp.costmodel.costs import DPVariant, OpTimes
@@ -17,9 +14,6 @@ from scaleacross_milp.verify.layout import Pattern, ResolvedLayout
 from scaleacross_milp.verify.replay import Level, replay
 from scaleacross_milp.verify.workload import RankWork, StageWork, Workload
 
-ROOT = Path(__file__).resolve().parents[2]
-H100 = {"peak_dense_tflops": {"bf16": 989}, "hbm_gib": 79.6, "hbm_tbyte_s": 3.35,
-        "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 370, "nic_gbit_s": 400}
 COMPUTE_ONLY = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 ONE_BUILDING = Topology(buildings=[{"name": "A", "gpus": 64, "gpu_type": "h100"}])
 
@@ -48,19 +42,12 @@ def named():
     return build_actions
 
 
-def tiny_instance(buildings=None, links=None, search=None, **training) -> Instance:
-    data = {
-        "name": "tiny",
-        "model": json.loads((ROOT / "models" / "llama3-8b.json").read_text()),
-        "training": {"seq_len": 8192, "global_batch_sequences": 32, "recompute": "selective", **training},
-        "gpu_types": {"h100": H100},
-        "topology": {"buildings": buildings or [{"name": "A", "gpus": 64, "gpu_type": "h100"}],
-                     "links": links or []},
-        "search": {"time_limit_s": 20, "rel_gap": 0.01, **(search or {})},
-    }
-    return Instance.model_validate(data)
-
-
 @pytest.fixture
-def tiny():
-    return tiny_instance
+def tiny(small_instance):
+    """An instance from keyword overrides on a one-building (64 GPUs) Llama 3 8B job."""
+
+    def make(buildings=None, links=None, search=None, **training) -> Instance:
+        return small_instance(buildings, links, search, gpus=64, batch=32,
+                              search_defaults={"time_limit_s": 20, "rel_gap": 0.01}, **training)
+
+    return make
