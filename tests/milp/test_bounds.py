@@ -1,0 +1,71 @@
+"""Shape bounds and pattern incumbents: the bounds never exceed a shape's optimum, the patterns are what they say."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaleacross_milp.costmodel.schedule import schedule_options
+from scaleacross_milp.milp.bounds import (
+    admissible_pairs,
+    attainable_options,
+    first_stage_lower_bound_s,
+    lower_bound_s,
+)
+from scaleacross_milp.milp.context import shape_context
+from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.highs import solve_milp
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
+from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.search import Schedule
+
+TWO_HALLS = [{"name": "A", "gpus": 16, "gpu_type": "h100"}, {"name": "B", "gpus": 16, "gpu_type": "h100"}]
+LINK = [{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 20}]
+
+
+@pytest.fixture
+def two_halls(tiny):
+    """Llama 3 8B with TP8 PP2 DP2 over two 16-GPU halls: 4 stage cells, 2 per hall."""
+    instance = tiny(buildings=TWO_HALLS, links=LINK, global_batch_sequences=8)
+    shape = Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=4)
+    return shape_context(instance, shape, route_table(instance.topology))
+
+
+def test_zb_v_needs_2p_minus_1_microbatches():
+    # Below m = 2p - 1 the V-shaped order idles well beyond the bubble formula (the verifier's replay shows it).
+    allowed = [Schedule.zb_v, Schedule.zb_h1]
+    assert {o.schedule for o in schedule_options(allowed, [2], pp=4, microbatches=6)} == {Schedule.zb_h1}
+    assert {o.schedule for o in schedule_options(allowed, [2], pp=4, microbatches=7)} == set(allowed)
+
+
+def test_chunked_schedules_need_enough_layers(tiny):
+    # 32 layers on 16 ranks: interleaving with 4 chunks would need 64 layers; with 2 chunks it fits exactly.
+    instance = tiny(buildings=[{"name": "A", "gpus": 128, "gpu_type": "h100"}], global_batch_sequences=16,
+                    search={"schedules": ["interleaved"], "interleave_chunks": [2, 4]})
+    shape = Shape(tp=8, pp=16, dp=1, micro_batch=1, microbatches=16)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    assert [o.chunks for o in ctx.options] == [2, 4]
+    assert [o.chunks for o in attainable_options(ctx)] == [2]
+
+
+def test_bounds_never_exceed_the_shapes_optimum(two_halls):
+    model = build_model(two_halls)
+    optimum = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None)
+    assert optimum.status == "optimal"
+    pairs = admissible_pairs(two_halls)
+    assert 0 < lower_bound_s(two_halls, pairs) <= optimum.incumbent + 1e-9
+    assert 0 < first_stage_lower_bound_s(two_halls, pairs) <= optimum.incumbent + 1e-9
+
+
+def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
+    dp_out, pp_out = pattern_cells(two_halls, Pattern.dp_out), pattern_cells(two_halls, Pattern.pp_out)
+    # DP-out: each hall holds one whole pipeline (both stages); PP-out: each stage fills one hall.
+    assert dp_out == {(0, "A"): 1, (1, "A"): 1, (0, "B"): 1, (1, "B"): 1}
+    assert pp_out == {(0, "A"): 2, (1, "B"): 2}
+    model = build_model(two_halls)
+    full = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None).incumbent
+    for cells in (dp_out, pp_out):
+        with fixed_cells(model, cells):
+            restricted = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None)
+        assert restricted.incumbent is not None and restricted.incumbent >= full - 1e-9
+        assert {(j, k): round(model.x[j, k].value) for j in model.J for k in model.K if model.x[j, k].value} == cells
