@@ -30,13 +30,14 @@ def assert_input_error() -> Callable[..., None]:
 
 
 def _small_instance(buildings=None, links=None, search=None, *, gpus: int, batch: int, search_defaults: dict,
-                    **training) -> Instance:
-    """A Llama 3 8B job on H100s, from keyword overrides (one building of `gpus` GPUs unless given)."""
+                    gpu_types: dict | None = None, **training) -> Instance:
+    """A Llama 3 8B job on H100s (or `gpu_types`), from keyword overrides (one building of `gpus` GPUs unless
+    given)."""
     data = {
         "name": "tiny",
         "model": json.loads((ROOT / "models" / "llama3-8b.json").read_text()),
         "training": {"seq_len": 8192, "global_batch_sequences": batch, "recompute": "selective", **training},
-        "gpu_types": {"h100": H100},
+        "gpu_types": {"h100": H100, **(gpu_types or {})},
         "topology": {"buildings": buildings or [{"name": "A", "gpus": gpus, "gpu_type": "h100"}],
                      "links": links or []},
         "search": {**search_defaults, **(search or {})},

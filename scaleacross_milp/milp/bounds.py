@@ -19,6 +19,7 @@ The shape's bound is the minimum over admissible pairs.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -30,31 +31,85 @@ from scaleacross_milp.milp.formulation.iteration import gather_passes
 from scaleacross_milp.spec.search import DPMode
 
 
-def cycle_floor_s(ctx: ShapeContext) -> float:
-    """c0: no cycle is shorter. Group buildings by layer time tau_1 < tau_2 < ...; at most
-    a_t = floor(cells in groups <= t / D) stages can avoid every group slower than t, so in the best case a_1 stages
-    run at tau_1, a_2 - a_1 at tau_2, and so on. At cycle c a stage of group t holds at most
-    floor((c - e_min) / tau_t) layers (e_min the smallest fixed stage time) and at least one, so c0 is the smallest
-    c = tau_t n + e_min at which those stages hold L layers."""
-    p, cells, layers = ctx.shape.pp, ctx.shape.cells_per_stage, ctx.instance.model_spec.layers
-    fixed = min(ctx.stage_time_terms(j, k)[1] for j in range(p) for k in ctx.buildings)
+def _speed_groups(ctx: ShapeContext) -> list[tuple[float, int, tuple[float, float, float]]]:
+    """(tau_t, a_t, (e_first, e_mid, e_last)) per GPU layer time tau_1 < tau_2 < ...: at most a_t = floor(cells in
+    buildings with tau <= tau_t / D) stages avoid every slower type; e_* are the smallest fixed stage times of the
+    type's buildings for stage 0, a stage between, and the last stage."""
+    p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
+    positions = (0, min(1, p - 1), p - 1)
     room: dict[float, int] = {}
+    fixed: dict[float, tuple[float, ...]] = {}
     for k in ctx.buildings:
         tau = ctx.gpu(k).layer.total_s
         room[tau] = room.get(tau, 0) + ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus
-    groups, placed, held = [], 0, 0
+        here = tuple(ctx.stage_time_terms(j, k)[1] for j in positions)
+        fixed[tau] = tuple(map(min, zip(fixed.get(tau, here), here, strict=True)))
+    groups, held = [], 0
     for tau in sorted(room):
         held += room[tau]
-        count = min(p, held // cells) - placed
-        if count > 0:
-            groups.append((tau, count))
-            placed += count
-    taus = np.array([tau for tau, _ in groups])
-    counts = np.array([count for _, count in groups])
-    candidates = np.sort((taus[:, None] * np.arange(1, layers + 1)[None, :]).ravel())
-    per_stage = np.minimum(np.floor(candidates[:, None] / taus[None, :] + 1e-9), layers - p + 1)
-    holds = (per_stage >= 1).all(axis=1) & (per_stage @ counts >= layers)
-    return float(candidates[np.argmax(holds)]) + fixed if holds.any() else math.inf
+        groups.append((tau, min(p, held // cells), fixed[tau]))
+    return groups
+
+
+def _middle_counts(prefix: list[int], stages: int) -> list[list[int]]:
+    """Every greedy way to give `stages` stages a speed class under nested limits (at most prefix[t] stages in
+    classes <= t), one per order of filling the classes; the best order for given capacities is among them."""
+    ways = []
+    for order in itertools.permutations(range(len(prefix))):
+        counts = [0] * len(prefix)
+        for t in order:
+            room = min(prefix[u] - sum(counts[: u + 1]) for u in range(t, len(prefix)))
+            counts[t] = max(0, min(room, stages - sum(counts)))
+        if sum(counts) == stages:
+            ways.append(counts)
+    return ways
+
+
+def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, grain: int = 1,
+                   rooms: np.ndarray | None = None) -> np.ndarray:
+    """c0 (one value), or c(n0) for each given layer count n0 of stage 0: no cycle is shorter.
+
+    At cycle c a stage with fixed time e on a GPU type with layer time tau holds at most
+    cap(c) = floor((c - e) / tau) layers, a multiple of the schedule's layer granularity `grain`, and at least one
+    (a stage split over types is bounded by its slowest). The first and last stages are credited their best type
+    (fixed times e_first: embedding, e_last: LM head); the p - 2 stages between are given speed classes within the
+    limits of `_speed_groups`, the best way. c0 is the smallest c at which the capacities reach L; with stage 0
+    fixed at n0 layers, c(n0) is the smallest c >= min_t(tau_t n0 + e_first,t) at which the others reach L - n0.
+    A stage j also holds at most `rooms`[j] layers (what fits in HBM, `stage_rooms`), so the stages between hold at
+    most sum_j min(cap_fastest(c), rooms[j]) as well."""
+    p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
+    most = layers - p + 1
+    groups = [g for g in _speed_groups(ctx) if g[1] > 0]
+    if not groups:
+        return np.full(1 if first_layers is None else len(first_layers), math.inf)
+    candidates = np.unique(np.concatenate([
+        e + tau * np.arange(1, most + 1) for tau, _, fixed in groups for e in fixed]))
+
+    def cap(tau: float, e: float) -> np.ndarray:
+        held = np.minimum(np.floor((candidates - e) / tau + 1e-9), most) // grain * grain
+        return np.where(held >= 1, held, -np.inf)
+
+    def best_cap(position: int) -> np.ndarray:
+        return np.max([cap(tau, fixed[position]) for tau, _, fixed in groups], axis=0)
+
+    rooms = np.full(p, float(most)) if rooms is None else np.minimum(rooms, most)
+    middle = [cap(tau, fixed[1]) for tau, _, fixed in groups]
+    rest = np.max([sum(n * c for n, c in zip(counts, middle, strict=True) if n)
+                   for counts in _middle_counts([a for _, a, _ in groups], max(p - 2, 0))], axis=0)
+    rest = np.minimum(rest, np.minimum(best_cap(1)[:, None], rooms[None, 1:-1]).sum(axis=1))
+    rest = rest + np.minimum(best_cap(2), rooms[-1]) if p > 1 else np.zeros_like(candidates)
+    if first_layers is None:
+        holds = np.minimum(best_cap(0), rooms[0]) + rest >= layers
+        return np.array([candidates[np.argmax(holds)] if holds.any() else math.inf])
+    n0 = np.asarray(first_layers, dtype=float)[:, None]
+    first = np.min([tau * n0 + fixed[0] for tau, _, fixed in groups], axis=0)
+    holds = (rest[None, :] >= layers - n0) & (candidates[None, :] >= first - 1e-12) & (n0 <= rooms[0])
+    return np.where(holds.any(axis=1), candidates[np.argmax(holds, axis=1)], math.inf)
+
+
+def cycle_floor_s(ctx: ShapeContext) -> float:
+    """c0 of `cycle_floors_s`, at the finest layer granularity among the shape's schedule options."""
+    return float(cycle_floors_s(ctx, grain=min(o.layer_granularity for o in ctx.options))[0])
 
 
 def stage_floors_s(ctx: ShapeContext) -> tuple[float, float]:
@@ -93,18 +148,16 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
     """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
-    the other p - 1 stages hold L - n0 layers, so cycle >= c(n0) = max(c0, tau_min n0 + e0,
-    tau_min ceil((L - n0) / (p - 1)) + e_min, gathers); stage 0's first gather takes n0 g_v; DP overlap is
-    rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. Since m c + beta max(0, S - c)
-    grows with c (m >= beta),
+    some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so cycle >= c(n0) =
+    max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= N(n0) d_v and opt_v >= N(n0) o_v; stage 0's first
+    gather takes n0 g_v; DP overlap is rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's
+    `first_stage_floor`. Since m c + beta max(0, S - c) grows with c (m >= beta),
         T >= min_n0 [ opt_v + n0 g_v + m c(n0) + beta_o max(0, S - c(n0)) + max(0, dpi_v - rho C0(n0)) ]."""
     p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
-    most = math.ceil(layers / p)
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
     e_first = min(ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
-    e_min = min(ctx.stage_time_terms(j, k)[1] for j in range(p) for k in ctx.buildings)
-    total, cycle = stage_floors_s(ctx)
+    total, _ = stage_floors_s(ctx)
     layer, rho = ctx.gpu(ctx.buildings[0]).layer, ctx.backward_share
     best = math.inf
     for option, variant in pairs:
@@ -112,11 +165,12 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
         n0 = np.arange(grain, layers - (p - 1) * grain + 1, grain, dtype=float)
         rest = np.ceil((layers - n0) / (p - 1)) if p > 1 else np.zeros_like(n0)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
-        c = np.maximum.reduce([np.full_like(n0, cycle), tau * n0 + e_first, tau * rest + e_min,
-                               gather_passes(variant.mode) * np.maximum(n0, rest) * gather])
+        c = np.maximum(cycle_floors_s(ctx, n0, grain, stage_rooms(ctx, option, variant)),
+                       gather_passes(variant.mode) * np.maximum(n0, rest) * gather)
         beta = option.bubble_coefficient(layer)
-        dpi = most * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
-        opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+        largest = np.maximum(n0, rest)
+        dpi = largest * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
+        opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         bound = (opt + (n0 * gather if variant.mode is not DPMode.ddp else 0.0) + mb * c
                  + beta * np.maximum(0.0, total - c) + np.maximum(0.0, dpi - rho * (tau * n0 + e_first)))
         best = min(best, float(bound.min()))
@@ -137,6 +191,13 @@ def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) 
     fixed[p - 1] += costs.last_stage_fixed_bytes[variant]
     inflight = np.array([option.inflight_microbatches(p, j, ctx.shape.microbatches) for j in range(p)])
     return fixed, costs.activation_bytes_per_layer * inflight + costs.layer_state_bytes[variant]
+
+
+def stage_rooms(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> np.ndarray:
+    """Layers each stage can hold within the largest HBM under a schedule option and DP variant."""
+    hbm = max(gpu.hbm_usable_bytes for gpu in ctx.costs.per_gpu_type.values())
+    fixed, per_layer = stage_memory(ctx, option, variant)
+    return np.floor(np.maximum(hbm - fixed, 0.0) / per_layer)
 
 
 def min_memory_gib(ctx: ShapeContext) -> float:
@@ -160,12 +221,10 @@ def admissible_pairs(ctx: ShapeContext) -> list[tuple[ScheduleOption, DPVariant]
     (L a multiple of g, at least g layers per stage), and per stage the layers that fit on the largest HBM must
     be at least one and sum to at least L."""
     layers, p = ctx.instance.model_spec.layers, ctx.shape.pp
-    hbm = max(gpu.hbm_usable_bytes for gpu in ctx.costs.per_gpu_type.values())
     pairs = []
     for option in attainable_options(ctx):
         for variant in ctx.variants:
-            fixed, per_layer = stage_memory(ctx, option, variant)
-            room = np.floor(np.maximum(hbm - fixed, 0.0) / per_layer)
+            room = stage_rooms(ctx, option, variant)
             if room.min() >= 1 and np.minimum(room, layers - p + 1).sum() >= layers:
                 pairs.append((option, variant))
     return pairs

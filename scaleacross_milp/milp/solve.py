@@ -38,7 +38,10 @@ PATTERN_PHASE = 0.2
 """Phase 1 spends at most this fraction of the time limit on pattern incumbents (DP-out, PP-out; see `patterns`)
 of the shapes in bound order, so that phase 2's full MILPs start with a good cutoff."""
 PATTERN_SECONDS = 0.1
-"""A pattern solve's time cap, as a fraction of the time limit."""
+"""A pattern solve's time cap, as a fraction of the time limit (at least half of MIN_SHAPE_SECONDS)."""
+PATTERN_GAP = 0.1
+"""A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
+incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
 
 
 class InfeasibleInstance(InputError):
@@ -142,10 +145,11 @@ class ShapeSearch:
             self.build_s += time.perf_counter() - built
         return self.models[i]
 
-    def solve(self, i: int, time_limit_s: float):
+    def solve(self, i: int, time_limit_s: float, rel_gap: float | None = None):
         """One HiGHS solve of shape i's model (as currently fixed); keeps the best incumbent."""
         model, ctx = self.model(i), self.candidates[i][1]
-        outcome = solve_milp(model, time_limit_s=time_limit_s, rel_gap=self.gap, threads=self.threads,
+        rel_gap = self.gap if rel_gap is None else rel_gap
+        outcome = solve_milp(model, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=self.threads,
                              cutoff=None if math.isinf(self.incumbent) else self.incumbent)
         self.solver_s += outcome.wall_s
         if outcome.incumbent is not None and outcome.incumbent < self.incumbent:
@@ -158,7 +162,8 @@ class ShapeSearch:
             cells = pattern_cells(ctx, pattern)
             if cells is not None and self.remaining() > 0:
                 with fixed_cells(self.model(i), cells):
-                    self.solve(i, min(self.remaining(), self.limit * PATTERN_SECONDS))
+                    cap = max(MIN_SHAPE_SECONDS / 2, self.limit * PATTERN_SECONDS)
+                    self.solve(i, min(self.remaining(), cap), self.gap * PATTERN_GAP)
 
     def run(self) -> None:
         tried = 0

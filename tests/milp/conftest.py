@@ -22,8 +22,8 @@ def bundled():
 def tiny(small_instance):
     """An instance from keyword overrides on a one-building (8 GPUs) Llama 3 8B job, solved to optimality."""
 
-    def make(buildings=None, links=None, search=None, **training) -> Instance:
-        return small_instance(buildings, links, search, gpus=8, batch=16,
+    def make(buildings=None, links=None, search=None, gpu_types=None, **training) -> Instance:
+        return small_instance(buildings, links, search, gpus=8, batch=16, gpu_types=gpu_types,
                               search_defaults={"time_limit_s": 30, "rel_gap": 0.0}, **training)
 
     return make

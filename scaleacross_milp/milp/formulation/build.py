@@ -1,9 +1,14 @@
-"""Assemble one shape's MILP from its concerns, with big-M constants derived from valid variable bounds."""
+"""Assemble one shape's MILP from its concerns, with big-M constants derived from valid variable bounds.
+
+The shape's analytical bound enters as a row, T >= `bounds.first_stage_lower_bound_s`: it is valid for every
+point of the MILP, and HiGHS's relaxation does not reach it by itself (it misses the integer layer split), so
+the row lets HiGHS stop as soon as its incumbent is within the gap of it."""
 
 from __future__ import annotations
 
 import pyomo.environ as pyo
 
+from scaleacross_milp.milp.bounds import admissible_pairs, first_stage_lower_bound_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import add_choices
 from scaleacross_milp.milp.formulation.iteration import add_iteration
@@ -47,4 +52,5 @@ def build_model(ctx: ShapeContext) -> pyo.ConcreteModel:
     add_traffic(m, ctx, bounds)
     add_memory(m, ctx)
     add_iteration(m, ctx)
+    m.shape_floor = pyo.Constraint(expr=first_stage_lower_bound_s(ctx, admissible_pairs(ctx)) <= m.T)
     return m
