@@ -2,7 +2,9 @@
 
 Per GPU of a stage cell, one microbatch:
   layer compute  = layer FLOPs/(tp*cp) / (peak * eff(h/tp))  +  elementwise bytes/(tp*cp) / (hbm * HBM_EFF)
-                   (elementwise backward = 2x forward; full recompute adds the forward elementwise again)
+                   (elementwise backward = 2x forward; full recompute adds the forward elementwise again;
+                   without sequence parallelism the norms and residual adds run on s/cp tokens on every TP
+                   rank; a flash attention kernel executes half the attention core)
   embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add = backward-weight
   LM head + loss head FLOPs + 6 bytes per logit each way (bf16 logits, fp32 softmax / gradient)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
@@ -57,7 +59,7 @@ def _layer_times(
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
     moe_share = len(model.moe_layer_indices()) / model.layers
-    flops = compute.average_layer_flops(model, b, s, training.recompute)
+    flops = compute.average_layer_flops(model, b, s, training.recompute, training.attention)
 
     def t_flops(f: float) -> float:
         return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
@@ -66,6 +68,8 @@ def _layer_times(
     elem = (1 - moe_share) * compute.elementwise_bytes_forward(model, tokens, False)
     if moe_share:
         elem += moe_share * compute.elementwise_bytes_forward(model, tokens, True)
+    if not training.sequence_parallel:  # replicated over the TP ranks instead of split
+        elem += (shape.tp - 1) * compute.sequence_elementwise_bytes_forward(model, tokens)
     elem_f = compute.memory_time_s(elem / split, gpu)
     elem_bi = 2 * elem_f + (elem_f if training.recompute is Recompute.full else 0.0)
 
@@ -75,8 +79,10 @@ def _layer_times(
         shape.tp,
         tokens * model.hidden * beta / shape.cp,
         training.recompute is Recompute.full,
+        training.sequence_parallel,
     )
-    core_fwd = t_flops(compute.attention_core_flops(model, tokens, s))
+    core_fwd = t_flops(compute.attention_core_flops(model, tokens, s)
+                       * compute.executed_core_fraction(training.attention))
     kv_block = b * (s / shape.cp) * 2 * model.kv_heads * model.attention_head_dim * beta / shape.tp
     cp = cp_comm(comm, group_tier(split, gpu), shape.cp, kv_block, core_fwd, 2 * core_fwd)
     ep_f = ep_bi = 0.0
@@ -177,7 +183,7 @@ def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant
         shape=shape,
         per_gpu_type=per_gpu,
         p2p_bytes=shape.micro_batch * s * model.hidden * training.bytes_per_element,
-        activation_bytes_per_layer=memory.average_activation_bytes(model, shape, s, training.recompute),
+        activation_bytes_per_layer=memory.average_activation_bytes(model, shape, training),
         layer_state_bytes={v: memory.layer_state_bytes(model, shape, training, v) for v in variants},
         first_stage_fixed_bytes={v: memory.state_bytes(emb, 0.0, shape, training, v) for v in variants},
         last_stage_fixed_bytes={

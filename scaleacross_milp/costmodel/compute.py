@@ -6,7 +6,9 @@ A matmul of an [T, n] by [n, m] matrix costs 2*T*n*m FLOPs.
 
 Forward FLOPs per layer:
   attention projections  2*T*h*(a*d + 2*g*d)  (QKV, GQA)  +  2*T*a*d*h  (output)
-  attention core         4*T*s*a*d  (QK^T and AV, full s x s as Megatron-LM counts; no causal halving)
+  attention core         4*T*s*a*d  (QK^T and AV over the full s x s, as Megatron-LM counts); the time is
+                         charged for half of it with a `flash` kernel (causal blocks skipped), the model FLOPs
+                         (MFU numerator) always count it whole, as PaLM's MFU does (Chowdhery et al. 2022, app. B)
   dense FFN              2*T*h*f*nm
   MoE FFN                2*T*h*E (router) + (k + e) * 2*T*h*fe*nm (active routed + shared experts)
 Backward: every matmul costs its forward again for the input gradient and again for the weight gradient;
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from scaleacross_milp.spec.hardware import GPUType, Precision
 from scaleacross_milp.spec.model import ModelSpec
-from scaleacross_milp.spec.training import Recompute
+from scaleacross_milp.spec.training import AttentionKernel, Recompute
 
 # --- efficiency parameters (fraction of dense peak reached by the layer's matmuls) -------------------------
 # Large bf16/fp16 GEMMs reach ~75-80% of dense peak on A100 (~240-250 of 312 TFLOP/s) and H100 SXM
@@ -96,13 +98,20 @@ def ffn_flops(model: ModelSpec, tokens: int, moe_layer: bool) -> float:
     )
 
 
+def executed_core_fraction(attention: AttentionKernel) -> float:
+    """Share of the s x s attention core a kernel computes: 1 materialized, 1/2 flash (causal blocks skipped)."""
+    return 0.5 if attention is AttentionKernel.flash else 1.0
+
+
 def layer_flops(
-    model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute, moe_layer: bool = False
+    model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute, moe_layer: bool = False,
+    attention: AttentionKernel = AttentionKernel.materialized,
 ) -> Flops:
-    """One whole layer (all tp*cp GPUs together), one microbatch, incl. recomputation."""
+    """One whole layer (all tp*cp GPUs together), one microbatch, incl. recomputation; the attention core as
+    `attention` executes it."""
     tokens = micro_batch * seq_len
     matmul = attention_matmul_flops(model, tokens) + ffn_flops(model, tokens, moe_layer)
-    core = attention_core_flops(model, tokens, seq_len)
+    core = attention_core_flops(model, tokens, seq_len) * executed_core_fraction(attention)
     recompute_flops = {Recompute.none: 0.0, Recompute.selective: core, Recompute.full: matmul + core}[
         recompute
     ]
@@ -111,13 +120,14 @@ def layer_flops(
     )
 
 
-def average_layer_flops(model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute) -> Flops:
+def average_layer_flops(model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute,
+                        attention: AttentionKernel = AttentionKernel.materialized) -> Flops:
     """Dense and MoE layers weighted by their counts in the model."""
     moe_share = len(model.moe_layer_indices()) / model.layers
-    dense = layer_flops(model, micro_batch, seq_len, recompute, moe_layer=False)
+    dense = layer_flops(model, micro_batch, seq_len, recompute, False, attention)
     if moe_share == 0:
         return dense
-    moe = layer_flops(model, micro_batch, seq_len, recompute, moe_layer=True)
+    moe = layer_flops(model, micro_batch, seq_len, recompute, True, attention)
     return dense.scaled(1 - moe_share) + moe.scaled(moe_share)
 
 
@@ -140,19 +150,25 @@ def model_flops_per_iteration(model: ModelSpec, seq_len: int, batch_sequences: i
     return 3.0 * model_forward_flops_per_token(model, seq_len) * seq_len * batch_sequences
 
 
+def sequence_elementwise_bytes_forward(model: ModelSpec, tokens: int) -> float:
+    """The part of elementwise_bytes_forward on hidden-sized tensors (2 norms, 2 residual adds: 10h elements
+    per token): what sequence parallelism splits over the TP ranks and what runs replicated on each without it."""
+    return 2.0 * tokens * 10 * model.hidden
+
+
 def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = False) -> float:
     """HBM bytes moved by the memory-bound ops of one layer's forward (all GPUs of the layer together).
 
     Elements read+written per token: 2 norms (2h each), 2 residual adds (3h each), RoPE on q and k
     (2*(a+g)*d), activation (gated: read 2f' write f' = 3f'; else 2f'), f' = f or (k+e)*fe for MoE.
     Times bytes_per_element (2). Backward is taken as 2x forward (read activations and gradients)."""
-    h, d = model.hidden, model.attention_head_dim
+    d = model.attention_head_dim
     width = model.ffn_hidden
     if moe_layer and model.moe is not None:
         width = (model.moe.top_k + model.moe.shared_experts) * model.moe.expert_ffn_hidden
     act = (3 if model.gated_ffn else 2) * width
-    elements = 4 * h + 6 * h + 2 * (model.heads + model.kv_heads) * d + act
-    return 2.0 * tokens * elements
+    split = 2 * (model.heads + model.kv_heads) * d + act
+    return sequence_elementwise_bytes_forward(model, tokens) + 2.0 * tokens * split
 
 
 def flops_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int) -> float:
