@@ -35,11 +35,19 @@ from scaleacross_milp.spec.training import AttentionKernel, Recompute
 # Megatron-LM 2021 Table 1 (A100, 135-163 hw TFLOP/s = 43-52% of 312) within -7..+13% (mean |err| ~5%) and
 # Korthikanti 2022 Table 5 iteration times within -6..+9%. H100 rows (Llama 3 405B 38-43% MFU) are NOT fitted:
 # a simple 1F1B/DP-exposed replay under-predicts them by 19-47%, so H100 predictions are likely pessimistic.
-GEMM_EFF_MAX = 0.70
-GEMM_EFF_HALF_DIM = 160.0
+GEMM_EFF_MAX = 0.74
+GEMM_EFF_HALF_DIM = 100.0
 # Elementwise ops (norms, residual adds, activation function, RoPE, dropout) are memory-bound: their time is
 # bytes / (hbm * HBM_EFF). HBM_EFF ~0.8 is typical achievable streaming bandwidth (STREAM-like copy kernels).
 HBM_EFF = 0.80
+# Flash attention kernels run below GEMM efficiency: FlashAttention-2 on H100 SXM reaches ~300-350 TFLOP/s
+# (causal, head dim 128, 8k-16k tokens; Shah et al. 2024, FlashAttention-3, figures 5-6) = ~1/3 of 989. Used
+# for every flash core (every flash row of the published runs is H100; FA2 reaches ~50-70 % on A100, Dao 2023).
+FLASH_ATTENTION_EFF = 0.33
+# A materialized attention core streams its b*a*s*s scores through HBM (fp16/bf16, Megatron-LM's kernels): QK^T
+# writes 2 bytes per score, the fused scale-mask-softmax reads 2 and writes 2, dropout reads 2 and writes 2 plus a
+# 1-byte mask, AV reads 2: 13 bytes (the tensors of Korthikanti et al. 2022's 5as^2b stored bytes).
+SCORE_BYTES_FORWARD = 13.0
 
 
 def gemm_efficiency(hidden: int, tp: int) -> float:
@@ -111,13 +119,19 @@ def layer_flops(
     `attention` executes it."""
     tokens = micro_batch * seq_len
     matmul = attention_matmul_flops(model, tokens) + ffn_flops(model, tokens, moe_layer)
-    core = attention_core_flops(model, tokens, seq_len) * executed_core_fraction(attention)
-    recompute_flops = {Recompute.none: 0.0, Recompute.selective: core, Recompute.full: matmul + core}[
-        recompute
-    ]
-    return Flops(
-        forward=matmul + core, backward_input=matmul + 2 * core + recompute_flops, backward_weight=matmul
+    recomputed = matmul if recompute is Recompute.full else 0.0
+    return Flops(matmul, matmul + recomputed, matmul) + core_layer_flops(
+        model, micro_batch, seq_len, recompute, attention
     )
+
+
+def core_layer_flops(model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute,
+                     attention: AttentionKernel = AttentionKernel.materialized) -> Flops:
+    """The attention-core part of layer_flops: forward c, backward-input 2c (+ c recomputed unless recompute is
+    none), no weights; c = executed_core_fraction x 4*T*s*a*d."""
+    core = attention_core_flops(model, micro_batch * seq_len, seq_len) * executed_core_fraction(attention)
+    recomputed = 0.0 if recompute is Recompute.none else core
+    return Flops(core, 2 * core + recomputed, 0.0)
 
 
 def average_layer_flops(model: ModelSpec, micro_batch: int, seq_len: int, recompute: Recompute,
@@ -156,6 +170,14 @@ def sequence_elementwise_bytes_forward(model: ModelSpec, tokens: int) -> float:
     return 2.0 * tokens * 10 * model.hidden
 
 
+def attention_score_bytes_forward(model: ModelSpec, tokens: int, seq_len: int, attention: AttentionKernel) -> float:
+    """HBM bytes of the s x s scores of one layer's forward (all GPUs together): SCORE_BYTES_FORWARD x b*a*s*s
+    (= T*s*a) with a materialized kernel, 0 with flash (the scores stay on chip)."""
+    if attention is AttentionKernel.flash:
+        return 0.0
+    return SCORE_BYTES_FORWARD * tokens * seq_len * model.heads
+
+
 def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = False) -> float:
     """HBM bytes moved by the memory-bound ops of one layer's forward (all GPUs of the layer together).
 
@@ -174,6 +196,15 @@ def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = F
 def flops_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int) -> float:
     """FLOPs already divided per GPU / (peak_dense_tflops[precision] * 1e12 * eff(hidden/tp))."""
     return flops / (gpu.peak_dense_tflops[precision] * 1e12 * gemm_efficiency(hidden, tp))
+
+
+def core_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int,
+                attention: AttentionKernel) -> float:
+    """Attention-core FLOPs per GPU: batched matmuls at eff(hidden/tp) when materialized, at
+    FLASH_ATTENTION_EFF of peak with a flash kernel."""
+    if attention is AttentionKernel.materialized:
+        return flops_time_s(flops, gpu, precision, hidden, tp)
+    return flops / (gpu.peak_dense_tflops[precision] * 1e12 * FLASH_ATTENTION_EFF)
 
 
 def memory_time_s(nbytes: float, gpu: GPUType) -> float:
