@@ -9,6 +9,10 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "published" / "training_throughput.csv"
 """Where the shared data folder sits next to the repository (../shared/data from the repository root)."""
 
+TUNING_SOURCES = ("narayanan2021_t1",)
+"""The split, fixed before tuning: the efficiency parameters in costmodel/compute.py were fitted on Megatron-LM 2021
+Table 1 only; Korthikanti 2022, Llama 3 and torchtitan rows are held out."""
+
 
 @dataclass(frozen=True)
 class PublishedRow:
@@ -41,8 +45,9 @@ class PublishedRow:
     notes: str
 
     @property
-    def label(self) -> str:
-        return f"{self.source} {self.model} {self.gpus} GPUs {self.recompute}"
+    def tuned(self) -> bool:
+        """Whether the row was used to fit the efficiency parameters (TUNING_SOURCES)."""
+        return self.source in TUNING_SOURCES
 
 
 _INTS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "gpus", "tp", "pp", "dp", "cp", "ep",
