@@ -66,3 +66,13 @@ def test_moe_shape_prices_ep(instance_factory):
     assert ep1.per_gpu_type["h100"].ep_comm.total_s == 0 < ep4.per_gpu_type["h100"].ep_comm.total_s
     assert ep4.per_gpu_type["h100"].tp_cp_comm == ep1.per_gpu_type["h100"].tp_cp_comm
     assert ep4.layer_state_bytes[VARIANTS[0]] < ep1.layer_state_bytes[VARIANTS[0]]
+
+
+@pytest.mark.parametrize(("change", "slower"), [({"sequence_parallel": False}, True), ({"attention": "flash"}, False)])
+def test_training_options_move_the_layer_time(instance_factory, change, slower):
+    base = instance_factory("selective")
+    changed = base.model_copy(update={"training": base.training.model_copy(update=change)})
+    shape = Shape(tp=4, pp=2, dp=8, micro_batch=1, microbatches=8)
+    before, after = (build_shape_costs(i, shape, VARIANTS).per_gpu_type["h100"].layer for i in (base, changed))
+    assert (after.forward_s > before.forward_s) is slower
+    assert after.backward_weight_s == pytest.approx(before.backward_weight_s)  # weights' matmuls unchanged
