@@ -3,6 +3,7 @@ import pytest
 from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.training import AttentionKernel
 
 VARIANTS = [DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp), DPVariant(DPMode.hsdp, 2)]
 
@@ -68,7 +69,7 @@ def test_moe_shape_prices_ep(instance_factory):
     assert ep4.layer_state_bytes[VARIANTS[0]] < ep1.layer_state_bytes[VARIANTS[0]]
 
 
-@pytest.mark.parametrize(("change", "slower"), [({"sequence_parallel": False}, True), ({"attention": "flash"}, False)])
+@pytest.mark.parametrize(("change", "slower"), [({"sequence_parallel": False}, True), ({"attention": AttentionKernel.flash}, False)])
 def test_training_options_move_the_layer_time(instance_factory, change, slower):
     base = instance_factory("selective")
     changed = base.model_copy(update={"training": base.training.model_copy(update=change)})
