@@ -105,12 +105,17 @@ class LayerComm:
         return self.forward_s + self.backward_input_s
 
 
-def tp_comm(model: CollectiveModel, tier: Tier, tp: int, act_bytes: float, full_recompute: bool) -> LayerComm:
-    """Megatron TP with sequence parallelism: forward 2 all-gathers + 2 reduce-scatters of S = b*s*h*beta/cp,
-    backward the same; full recompute repeats the forward ones in the backward. Not overlapped (exposed)."""
-    fwd = 2 * model.time_s("all_gather", tier, tp, act_bytes) + 2 * model.time_s(
-        "reduce_scatter", tier, tp, act_bytes
-    )
+def tp_comm(model: CollectiveModel, tier: Tier, tp: int, act_bytes: float, full_recompute: bool,
+            sequence_parallel: bool = True) -> LayerComm:
+    """Megatron TP with sequence parallelism: forward 2 all-gathers + 2 reduce-scatters of S = b*s*h*beta/cp;
+    without it 2 all-reduces of S; backward the same; full recompute repeats the forward ones in the backward.
+    Not overlapped (exposed)."""
+    if sequence_parallel:
+        fwd = 2 * model.time_s("all_gather", tier, tp, act_bytes) + 2 * model.time_s(
+            "reduce_scatter", tier, tp, act_bytes
+        )
+    else:
+        fwd = 2 * model.time_s("all_reduce", tier, tp, act_bytes)
     return LayerComm(forward_s=fwd, backward_input_s=fwd * (2 if full_recompute else 1))
 
 

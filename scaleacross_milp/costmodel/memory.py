@@ -23,7 +23,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.spec.training import Recompute, Training
+from scaleacross_milp.spec.training import AttentionKernel, Recompute, Training
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,11 @@ def fsdp_transient_bytes(model: ModelSpec, shape: Shape, training: Training, var
     return per_gpu * (2 * training.bytes_per_element + training.grad_bytes_per_param)
 
 
+REPLICATED_ELEMENTS_PER_H = 10
+"""Per token, in units of h bytes: the 2h inputs of the attention and MLP blocks, their h dropout masks and the
+4h of the two norms' inputs: what sequence parallelism splits over TP (Korthikanti et al. 2022 section 4.2.2)."""
+
+
 def _attention_block_elements(model: ModelSpec) -> float:
     """Korthikanti's 11h for MHA, generalised: norm output 2h, Q 2ad, K and V 4gd, projection input 2ad,
     dropout mask h (bytes per token)."""
@@ -140,26 +145,30 @@ def _mlp_block_bytes(model: ModelSpec, moe_layer: bool) -> float:
 
 
 def layer_activation_bytes(
-    model: ModelSpec, shape: Shape, seq_len: int, recompute: Recompute, moe_layer: bool = False
+    model: ModelSpec, shape: Shape, training: Training, moe_layer: bool = False
 ) -> float:
     """Bytes one GPU keeps for one layer and one in-flight microbatch (Korthikanti et al. 2022, sequence
     parallel): none sbh(34/t + 5as/(ht)); selective sbh*34/t; full 2sbh/t; 34h generalised to
-    attention + MLP + 4h (norms) per token; all divided by cp (the sequence is split over cp ranks)."""
-    b, s, t, cp, h = shape.micro_batch, seq_len, shape.tp, shape.cp, model.hidden
-    if recompute is Recompute.full:
-        return 2.0 * s * b * h / t / cp
+    attention + MLP + 4h (norms) per token; all divided by cp (the sequence is split over cp ranks).
+    Without sequence parallelism the 10h of norm and block inputs and dropout masks are held on every TP rank
+    (sbh(10 + 24/t + 5as/(ht)) for GPT) and full recompute keeps 2sbh; a flash kernel stores no 5as^2b scores."""
+    b, s, t, cp, h = shape.micro_batch, training.seq_len, shape.tp, shape.cp, model.hidden
+    copies = 1 if training.sequence_parallel else t  # TP ranks holding what sequence parallelism would split
+    if training.recompute is Recompute.full:
+        return 2.0 * s * b * h * copies / t / cp
     per_token = _attention_block_elements(model) + _mlp_block_bytes(model, moe_layer) + 4 * h
-    linear = s * b * per_token / t
-    core = 5.0 * model.heads * s * s * b / t if recompute is Recompute.none else 0.0
+    linear = s * b * (per_token + (copies - 1) * REPLICATED_ELEMENTS_PER_H * h) / t
+    materialized = training.recompute is Recompute.none and training.attention is AttentionKernel.materialized
+    core = 5.0 * model.heads * s * s * b / t if materialized else 0.0
     return (linear + core) / cp
 
 
-def average_activation_bytes(model: ModelSpec, shape: Shape, seq_len: int, recompute: Recompute) -> float:
+def average_activation_bytes(model: ModelSpec, shape: Shape, training: Training) -> float:
     share = len(model.moe_layer_indices()) / model.layers
-    dense = layer_activation_bytes(model, shape, seq_len, recompute, False)
+    dense = layer_activation_bytes(model, shape, training, False)
     if share == 0:
         return dense
-    return (1 - share) * dense + share * layer_activation_bytes(model, shape, seq_len, recompute, True)
+    return (1 - share) * dense + share * layer_activation_bytes(model, shape, training, True)
 
 
 def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int) -> float:

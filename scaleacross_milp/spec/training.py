@@ -16,8 +16,22 @@ class Recompute(str, Enum):
     full = "full"
 
 
+class AttentionKernel(str, Enum):
+    """How the attention core runs. `materialized`: scores and softmax over the whole s x s square through HBM,
+    the causal mask applied afterwards (Megatron-LM 2021-2022). `flash` (default, what current training stacks
+    run): a fused FlashAttention-style kernel that skips the blocks above the causal diagonal (half the core
+    FLOPs) and never stores the s x s scores."""
+
+    materialized = "materialized"
+    flash = "flash"
+
+
 class Training(Contract):
     """One training step. Give the global batch in sequences or in tokens (a multiple of `seq_len`).
+
+    `sequence_parallel`: Megatron-LM sequence parallelism (Korthikanti et al. 2022): norms, residual adds and
+    their activations are split over the TP ranks and TP uses all-gather / reduce-scatter; without it they are
+    replicated on every TP rank and TP uses all-reduce.
 
     `optimizer_bytes_per_param`: 12 for Adam with fp32 master weights, momentum and variance.
     `grad_bytes_per_param`: 4 when gradients are accumulated and reduced in fp32, 2 in bf16.
@@ -28,6 +42,8 @@ class Training(Contract):
     global_batch_tokens: PositiveInt | None = None
     precision: Precision = Precision.bf16
     recompute: Recompute = Recompute.selective
+    sequence_parallel: bool = True
+    attention: AttentionKernel = AttentionKernel.flash
     optimizer_bytes_per_param: float = Field(12.0, ge=0)
     grad_bytes_per_param: float = Field(4.0, gt=0)
 

@@ -3,6 +3,7 @@ import pytest
 from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.training import AttentionKernel
 
 VARIANTS = [DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp), DPVariant(DPMode.hsdp, 2)]
 
@@ -66,3 +67,14 @@ def test_moe_shape_prices_ep(instance_factory):
     assert ep1.per_gpu_type["h100"].ep_comm.total_s == 0 < ep4.per_gpu_type["h100"].ep_comm.total_s
     assert ep4.per_gpu_type["h100"].tp_cp_comm == ep1.per_gpu_type["h100"].tp_cp_comm
     assert ep4.layer_state_bytes[VARIANTS[0]] < ep1.layer_state_bytes[VARIANTS[0]]
+
+
+@pytest.mark.parametrize("change", [{"sequence_parallel": False}, {"attention": AttentionKernel.materialized}])
+def test_replicated_norms_and_materialized_scores_cost_time(instance_factory, change):
+    """Defaults: sequence parallel, flash attention; each departure adds HBM traffic to the forward."""
+    base = instance_factory("selective")
+    changed = base.model_copy(update={"training": base.training.model_copy(update=change)})
+    shape = Shape(tp=4, pp=2, dp=8, micro_batch=1, microbatches=8)
+    before, after = (build_shape_costs(i, shape, VARIANTS).per_gpu_type["h100"].layer for i in (base, changed))
+    assert after.forward_s > before.forward_s
+    assert after.backward_weight_s == pytest.approx(before.backward_weight_s)  # weights' matmuls unchanged

@@ -1,7 +1,7 @@
 import pytest
 
 from scaleacross_milp.costmodel import network
-from scaleacross_milp.costmodel.comm import AlphaBetaModel
+from scaleacross_milp.costmodel.comm import AlphaBetaModel, tp_comm
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.dp import dp_cross_phases
 from scaleacross_milp.spec.hardware import GPUType
@@ -20,6 +20,16 @@ def test_all_reduce_matches_formula():
     # fabric: B = 400 Gb/s / 8 * 0.92 = 46 GB/s; all-gather moves (n-1)/n
     assert m.time_s("all_gather", "fabric", 4, s) == pytest.approx(0.75 * 1e9 / 46e9 + 70e-6 + 3 * 3e-6)
     assert m.time_s("all_reduce", "nvlink", 1, s) == 0.0
+
+
+def test_tp_without_sequence_parallelism_all_reduces():
+    m = AlphaBetaModel.from_gpu(H100)
+    sp = tp_comm(m, "nvlink", 8, 1e8, full_recompute=True)
+    plain = tp_comm(m, "nvlink", 8, 1e8, full_recompute=True, sequence_parallel=False)
+    assert sp.forward_s == pytest.approx(2 * m.time_s("all_gather", "nvlink", 8, 1e8)
+                                         + 2 * m.time_s("reduce_scatter", "nvlink", 8, 1e8))
+    assert plain.forward_s == pytest.approx(2 * m.time_s("all_reduce", "nvlink", 8, 1e8))
+    assert plain.backward_input_s == pytest.approx(2 * plain.forward_s)  # full recompute repeats the forward's
 
 
 def test_ecmp_efficiency():

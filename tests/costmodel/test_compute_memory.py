@@ -5,7 +5,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.spec.training import Recompute, Training
+from scaleacross_milp.spec.training import AttentionKernel, Recompute, Training
 
 
 def test_dense_layer_flops_by_hand(llama8b):
@@ -62,16 +62,33 @@ def test_activation_bytes_match_korthikanti(gpt175b):
     gpt = gpt175b
     s, b, h, a, t = 2048, 1, 12288, 96, 8
     shape = Shape(tp=t, pp=8, dp=1, micro_batch=b, microbatches=64)
-    none = memory.layer_activation_bytes(gpt, shape, s, Recompute.none)
-    assert none == pytest.approx(s * b * h * (34 / t + 5 * a * s / (h * t)))
-    assert memory.layer_activation_bytes(gpt, shape, s, Recompute.selective) == pytest.approx(
-        s * b * h * 34 / t
-    )
-    assert memory.layer_activation_bytes(gpt, shape, s, Recompute.full) == pytest.approx(2 * s * b * h / t)
+
+    def act(recompute: Recompute, sp: bool = True, attention: str = "materialized", on: Shape = shape) -> float:
+        training = Training(seq_len=s, global_batch_sequences=64, recompute=recompute, sequence_parallel=sp,
+                            attention=attention)
+        return memory.layer_activation_bytes(gpt, on, training)
+
+    assert act(Recompute.none) == pytest.approx(s * b * h * (34 / t + 5 * a * s / (h * t)))
+    assert act(Recompute.selective) == pytest.approx(s * b * h * 34 / t)
+    assert act(Recompute.full) == pytest.approx(2 * s * b * h / t)
     cp2 = Shape(tp=t, cp=2, pp=8, dp=1, micro_batch=b, microbatches=64)
-    assert memory.layer_activation_bytes(gpt, cp2, s, Recompute.selective) == pytest.approx(
-        s * b * h * 17 / t
-    )
+    assert act(Recompute.selective, on=cp2) == pytest.approx(s * b * h * 17 / t)
+    # without sequence parallelism (Korthikanti eq. 2): sbh(10 + 24/t + 5as/(ht)); full recompute keeps 2sbh
+    assert act(Recompute.none, sp=False) == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert act(Recompute.full, sp=False) == pytest.approx(2 * s * b * h)
+    # a flash kernel never stores the s x s scores
+    assert act(Recompute.none, attention="flash") == pytest.approx(s * b * h * 34 / t)
+
+
+def test_flash_executes_half_the_core_and_streams_no_scores(llama8b):
+    core = 4 * 8192 * 8192 * 32 * 128
+    materialized = compute.layer_flops(llama8b, 1, 8192, Recompute.selective)
+    flash = compute.layer_flops(llama8b, 1, 8192, Recompute.selective, attention=AttentionKernel.flash)
+    assert materialized.forward - flash.forward == pytest.approx(core / 2)
+    assert materialized.backward_input - flash.backward_input == pytest.approx(3 * core / 2)  # 2 bwd + recompute
+    assert compute.attention_score_bytes_forward(llama8b, 8192, 8192, AttentionKernel.flash) == 0
+    assert compute.attention_score_bytes_forward(llama8b, 8192, 8192, AttentionKernel.materialized) == (
+        13 * 32 * 8192 * 8192)
 
 
 def test_fsdp_state_is_ddp_over_n(llama8b):

@@ -17,7 +17,8 @@ def test_gpt175b_iteration_time(recompute, published_s, gpt175b):
         dict(
             name="k",
             model=gpt175b,
-            training=dict(seq_len=2048, global_batch_sequences=64, precision="fp16", recompute=recompute),
+            training=dict(seq_len=2048, global_batch_sequences=64, precision="fp16", recompute=recompute,
+                          attention="materialized"),
             gpu_types={"a100": A100},
             topology=dict(buildings=[dict(name="b", gpus=64, gpu_type="a100")]),
         )

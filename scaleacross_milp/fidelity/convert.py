@@ -1,0 +1,77 @@
+"""One published row -> the single-building Instance and fixed Layout it describes.
+
+What the rows leave open, and what is assumed (the same for every row of a source, never per row):
+  model        GPT rows: 4h GeLU MLP (ffn column), MHA, untied head, vocabulary 51,200 as published; Llama rows:
+               SwiGLU (gated) with GQA (kv_heads column). Names are the row's.
+  schedule     pp = 1: no pipeline (1F1B degenerates to gradient accumulation); vp > 1: interleaved 1F1B with
+               vp chunks; vp = 1: 1F1B. Llama 3 (vp blank, "interleaved PP with custom schedule"): interleaved
+               with 2 chunks per rank: a layout gives each rank layers that split into equal chunks, and 126
+               layers over 16 ranks only split into 2 (8 layers on ranks 0-14, 6 on rank 15, which also holds
+               the LM head; Meta took one layer off the first and the last stage for that balance).
+  micro-batch  blank (Llama 3): 1 sequence; microbatches = global_batch / (dp x micro_batch).
+  DP mode      torch-ddp, local-ddp, none (dp = 1) -> DDP; fsdp -> FSDP (reshard after forward, torchtitan's
+               default); fsdp-no-reshard as named.
+  recompute    full / selective / none as named; "selective+sequence-parallel" is selective with sequence
+               parallelism.
+  sequence     on for Korthikanti's selective+SP rows and Llama 3 (TP with sequence parallelism, as Megatron-LM
+  parallel     since 2022); off for Megatron-LM 2021 (it predates it) and Korthikanti's full-recompute rows
+               ("TP all-reduce"); irrelevant at tp = 1.
+  attention    Megatron-LM 2021 / 2022 materialise the s x s scores; Llama 3 (2024) and torchtitan (PyTorch SDPA)
+               use flash kernels.
+  fabric       fidelity.hardware (one building of exactly the row's GPUs).
+  torch.compile not modelled: the compiled torchtitan row is priced like the eager ones.
+"""
+
+from __future__ import annotations
+
+from scaleacross_milp.fidelity.hardware import GPU_TYPES, building
+from scaleacross_milp.fidelity.rows import PublishedRow
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.plan import Layout, Shape
+from scaleacross_milp.spec.search import DPMode, Schedule
+from scaleacross_milp.spec.topology import Topology
+from scaleacross_milp.spec.training import AttentionKernel, Recompute, Training
+
+LLAMA3_INTERLEAVE = 2
+DEFAULT_MICRO_BATCH = 1
+DP_MODES = {"torch-ddp": DPMode.ddp, "local-ddp": DPMode.ddp, "none": DPMode.ddp, "fsdp": DPMode.fsdp,
+            "fsdp-no-reshard": DPMode.fsdp_no_reshard}
+FLASH_SOURCES = ("llama3", "torchtitan")
+
+
+def model_spec(row: PublishedRow) -> ModelSpec:
+    gpt = row.model.startswith("gpt")
+    return ModelSpec(name=row.model, layers=row.layers, hidden=row.hidden, ffn_hidden=row.ffn, heads=row.heads,
+                     kv_heads=row.kv_heads, vocab=row.vocab, gated_ffn=not gpt)
+
+
+def training(row: PublishedRow) -> Training:
+    recompute, _, extra = row.recompute.partition("+")
+    return Training(
+        seq_len=row.seq_len, global_batch_sequences=row.global_batch, precision=row.precision,
+        recompute=Recompute(recompute),
+        sequence_parallel=extra == "sequence-parallel" or row.source.startswith("llama3"),
+        attention=AttentionKernel.flash if row.source.startswith(FLASH_SOURCES) else AttentionKernel.materialized,
+    )
+
+
+def to_instance(row: PublishedRow) -> Instance:
+    """The row's model, batch and GPUs in one building (collective profile: the bundled default, which
+    prices H100 collectives from measurements and A100 ones from the datasheet model)."""
+    return Instance(
+        name=f"{row.source}-{row.model}-{row.gpus}", model=model_spec(row), training=training(row),
+        gpu_types={row.gpu: GPU_TYPES[row.gpu]},
+        topology=Topology(buildings=[building(row.source, row.gpus, row.gpu)]),
+    )
+
+
+def to_layout(row: PublishedRow) -> Layout:
+    """The row's shape, schedule and DP mode, without placement (the verifier runs it in the one building)."""
+    micro_batch = row.micro_batch or DEFAULT_MICRO_BATCH
+    vp = row.vp if row.vp is not None else LLAMA3_INTERLEAVE
+    shape = Shape(tp=row.tp, cp=row.cp, ep=row.ep, pp=row.pp, dp=row.dp, micro_batch=micro_batch,
+                  microbatches=row.global_batch // (row.dp * micro_batch))
+    schedule = Schedule.interleaved if vp > 1 and row.pp > 1 else Schedule.one_f_one_b
+    return Layout(shape=shape, schedule=schedule, interleave=vp if schedule is Schedule.interleaved else 1,
+                  dp_mode=DP_MODES[row.dp_impl])

@@ -1,0 +1,67 @@
+"""Read ../shared/data/published/training_throughput.csv into typed rows (blank cells are None)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "published" / "training_throughput.csv"
+"""Where the shared data folder sits next to the repository (../shared/data from the repository root)."""
+
+TUNING_SOURCES = ("narayanan2021_t1",)
+"""The split, fixed before tuning: the efficiency parameters in costmodel/compute.py were fitted on Megatron-LM 2021
+Table 1 only; Korthikanti 2022, Llama 3 and torchtitan rows are held out."""
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published run with its configuration; `metric` says what `value` is."""
+
+    source: str
+    model: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    seq_len: int
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vp: int | None
+    micro_batch: int | None
+    global_batch: int
+    precision: str
+    recompute: str
+    dp_impl: str
+    metric: str
+    value: float
+    notes: str
+
+    @property
+    def tuned(self) -> bool:
+        """Whether the row was used to fit the efficiency parameters (TUNING_SOURCES)."""
+        return self.source in TUNING_SOURCES
+
+
+_INTS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "gpus", "tp", "pp", "dp", "cp", "ep",
+         "global_batch")
+
+
+def read_rows(path: Path = DATA) -> list[PublishedRow]:
+    """Every row of the CSV, in file order."""
+    with path.open(newline="") as handle:
+        out = []
+        for raw in csv.DictReader(handle):
+            ints = {key: int(raw[key]) for key in _INTS}
+            optional = {key: int(raw[key]) if raw[key] else None for key in ("vp", "micro_batch")}
+            text = {key: raw[key] for key in ("source", "model", "gpu", "precision", "recompute", "dp_impl",
+                                              "metric", "notes")}
+            out.append(PublishedRow(**ints, **optional, **text, value=float(raw["value"])))
+    return out

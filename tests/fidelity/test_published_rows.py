@@ -1,0 +1,29 @@
+"""The shared CSV reads as published and rows on both sides of the tune / held-out split stay close.
+
+Tolerances: 5 % on a tuned row and on two held-out rows (Korthikanti's GPT-3 175B, Llama 3 405B on 8,192 GPUs);
+benchmarks/fidelity.py prints every row."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaleacross_milp.fidelity.predict import predict
+
+
+def test_every_row_is_read(published):
+    assert len(published) == 24
+    assert {row.metric for row in published} == {"hw_tflops_per_gpu", "iteration_time_s", "model_tflops_per_gpu",
+                                                 "tokens_per_s_per_gpu"}
+    assert [row.vp for row in published if row.source == "llama3_2024_t4"] == [None] * 3
+    assert sum(row.tuned for row in published) == 10
+
+
+@pytest.mark.parametrize(("source", "model", "gpus", "recompute"), [
+    ("narayanan2021_t1", "gpt-145b", 1536, "full"),
+    ("korthikanti2022_t5", "gpt-175b", 64, "selective+sequence-parallel"),
+    ("llama3_2024_t4", "llama3-405b", 8192, "none"),
+])
+def test_prediction_within_five_percent(published, source, model, gpus, recompute):
+    [row] = [r for r in published if (r.source, r.model, r.gpus, r.recompute) == (source, model, gpus, recompute)]
+    prediction = predict(row)
+    assert abs(prediction.error) < 0.05, f"{row.source} {row.model}: {prediction.predicted:.4g} vs {row.value:g}"
