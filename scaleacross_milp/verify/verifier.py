@@ -43,7 +43,7 @@ cross-building all-reduce volume at the average layers per stage and its ring of
 replay; ECMP collisions of the actually hashed connections vs the expected maximum load of cell_gpus flows;
 fair sharing of a link by concurrent flows vs its average load; per-chunk sends (v per microbatch) vs the MILP's
 two; max over ranks of (sync + optimizer) vs the MILP's sum of maxima. Measured residuals on the bundled and
-generated instances: -8.0 % .. +7.9 % (benchmarks/verify_instances.py)."""
+generated instances: -5.1 % .. +8.5 % (benchmarks/verify_instances.py)."""
 
 COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)

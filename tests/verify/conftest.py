@@ -42,12 +42,15 @@ def named():
     return build_actions
 
 
+TINY = {"gpus": 64, "batch": 32, "search_defaults": {"time_limit_s": 20, "rel_gap": 0.01}}
+"""The small-instance builder's settings for `tiny` (also read by benchmarks/verify_instances.py)."""
+
+
 @pytest.fixture
 def tiny(small_instance):
     """An instance from keyword overrides on a one-building (64 GPUs) Llama 3 8B job."""
 
     def make(buildings=None, links=None, search=None, **training) -> Instance:
-        return small_instance(buildings, links, search, gpus=64, batch=32,
-                              search_defaults={"time_limit_s": 20, "rel_gap": 0.01}, **training)
+        return small_instance(buildings, links, search, **TINY, **training)
 
     return make
