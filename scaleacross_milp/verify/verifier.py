@@ -61,9 +61,6 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     workload = build_workload(instance, resolved)
     runs = {name: replay(workload, instance.topology, level) for name, level in
             (("A", COMPUTE), ("B", SENDS), ("C", NO_GATHERS), ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
-    average = build_workload(instance, resolved, average_layers=True)
-    for name, level in CHAIN:
-        runs[name] = replay(average, instance.topology, level)
     a, b, d = runs["A"], runs["B"], runs["D"]
     total = d.makespan_s
     busy = a.busiest_compute_s + a.busiest_tp_cp_s + a.busiest_ep_s
@@ -74,6 +71,9 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
         exposed_dp_s=max(0.0, total - b.makespan_s - optimizer), optimizer_s=optimizer,
     )
     predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
+    if predicted is not None:
+        average = build_workload(instance, resolved, average_layers=True)
+        runs.update({name: replay(average, instance.topology, level) for name, level in CHAIN})
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
     tokens = instance.training.batch_sequences * instance.training.seq_len

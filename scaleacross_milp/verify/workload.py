@@ -25,8 +25,6 @@ from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
 
-KINDS = ("F", "I", "W")
-
 
 @dataclass(frozen=True)
 class StageWork:
@@ -90,10 +88,6 @@ class _LayerKind:
 
     gpu: GPUCosts
     grad_bytes_per_cell: float
-
-
-def _scaled(times: OpTimes, factor: float) -> OpTimes:
-    return OpTimes(times.forward_s * factor, times.backward_input_s * factor, times.backward_weight_s * factor)
 
 
 def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
