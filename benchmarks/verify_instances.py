@@ -33,11 +33,15 @@ def _module(path: Path, name: str):
 
 def generated() -> list[Instance]:
     """The small instances the agreement tests generate (tests/verify/test_agreement.py)."""
-    conftest = _module(ROOT / "tests" / "verify" / "conftest.py", "verify_conftest")
+    builder = _module(ROOT / "tests" / "conftest.py", "tests_conftest")._small_instance
+    tiny = _module(ROOT / "tests" / "verify" / "conftest.py", "verify_conftest").TINY
     agreement = _module(ROOT / "tests" / "verify" / "test_agreement.py", "verify_agreement")
     out = []
     for name, kwargs in sorted(agreement.GENERATED.items()):
-        out.append(conftest.tiny_instance(**kwargs).model_copy(update={"name": f"generated: {name}"}))
+        kwargs = dict(kwargs)
+        instance = builder(kwargs.pop("buildings", None), kwargs.pop("links", None), kwargs.pop("search", None),
+                           **tiny, **kwargs)
+        out.append(instance.model_copy(update={"name": f"generated: {name}"}))
     return out
 
 

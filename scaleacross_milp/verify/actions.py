@@ -5,7 +5,9 @@ W backward-weight. With p ranks and v chunks per rank there are S = p v virtual 
   loop map (GPipe, 1F1B, interleaved, ZB-H1)  stage s on rank s mod p
   V map (ZB-V, v = 2)                         stage s on rank s for s < p, 2p - 1 - s otherwise
 Orders follow Megatron-LM (1F1B, interleaved), Qi et al. 2024 (ZB-H1) and torch.distributed.pipelining's
-ScheduleZBVZeroBubble (ZB-V). The CSV format is what `PipelineScheduleMulti._dump_csv` writes: one row per
+ScheduleZBVZeroBubble (ZB-V); interleaved and ZB-H1 equal torch's ScheduleInterleaved1F1B and (at one stage per
+rank) ScheduleInterleavedZeroBubble (tests/verify/test_actions.py pins all three against torch's algorithms).
+The CSV format is what `PipelineScheduleMulti._dump_csv` writes: one row per
 rank, one action string per step (`0F0`, `1I3`, `2W3`, `1B0`; empty cells are idle steps; the lowered format's
 communication actions SEND_F / RECV_F / SEND_B / RECV_B / UNSHARD / RESHARD are accepted and skipped: the
 replay derives communication from the placement).

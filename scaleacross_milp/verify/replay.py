@@ -45,6 +45,11 @@ class Level:
     whole_backward_window: bool = False
     """True: a chunk's DP reduction may overlap the whole last backward (I + W) of that chunk, as the MILP
     assumes; False: each layer's reduction starts once its weight gradient is final (after W)."""
+    later_first_gathers: bool = True
+    """False: no rank's first all-gather outlasts stage 0's (the MILP exposes stage 0's first gather only)."""
+    steady_transfers: bool = True
+    """False: a cross-building send moves its bytes only for the first microbatch forward and the last one
+    backward (the fill and drain the MILP prices); the others take their latency and local cost only."""
 
 
 FULL = Level()
@@ -174,8 +179,10 @@ class _Builder:
                     (a.kind in ("F", "I", "B") and mode is not DPMode.fsdp_no_reshard) or first_forward.get(
                         a.stage) == k):
                 prefetch = compute_nodes[k - 2] if k >= 2 else None
-                comm = self.g.add(FIXED, stage.all_gather_s, comm_track, f"all-gather {a.stage}", "dp",
-                                  (comm, prefetch))
+                seconds = stage.all_gather_s
+                if comm is None and not self.level.later_first_gathers:
+                    seconds = min(seconds, self.w.rank(pattern.buildings[0], 0).stages[0].all_gather_s)
+                comm = self.g.add(FIXED, seconds, comm_track, f"all-gather {a.stage}", "dp", (comm, prefetch))
                 gathers = [comm, *self._cross_gathers(g, rank, a, (prefetch,))]
             duration = stage.op_s(a.kind)
             tp_cp, ep = stage.comm_s(a.kind)
@@ -188,7 +195,7 @@ class _Builder:
                 previous = comm
                 comm = self.g.add(LAYERED, 0.0, comm_track, f"reduce {a.stage}", "dp", (node, previous))
                 window = stage.op_s("I") + stage.op_s("W") if self.level.whole_backward_window else stage.op_s(a.kind)
-                self.g.layered[comm] = (node, previous, stage.layers, work.dp_layer_s, window)
+                self.g.layered[comm] = (node, previous, stage.layers, stage.dp_s / max(1, stage.layers), window)
                 self.layered.setdefault((rank, a.stage), []).append(comm)
                 tail.append(comm)
         self.compute_totals[track] = (totals[0], totals[1], totals[2])
@@ -214,13 +221,16 @@ class _Builder:
         if src == dst:
             self.arrival[key] = occupy
             return occupy
-        shape = self.r.layout.shape
+        shape, latency = self.r.layout.shape, self.fabric.latency_s[src, dst]
+        name = f"{direction} {a.stage}->{peer} mb{a.microbatch}"
+        fill_or_drain = a.microbatch == (0 if direction == "fwd" else actions.microbatches - 1)
+        if not self.level.steady_transfers and not fill_or_drain:
+            self.arrival[key] = self.g.add(FIXED, max(send_s, latency), f"link {src}->{dst}", name, "send", (node,))
+            return occupy
         subflows, qp = self._subflows(src, dst, pattern.pipelines * shape.tp * shape.cp)
         nic = self.w.rank(src, rank).nic_byte_s
-        transfer = Transfer(src, dst, pattern.pipelines * self.w.p2p_bytes, subflows, nic / qp,
-                            self.fabric.latency_s[src, dst], "pp")
-        xfer = self.g.add(XFER, send_s, f"link {src}->{dst}", f"{direction} {a.stage}->{peer} mb{a.microbatch}",
-                          "send", (node,))
+        transfer = Transfer(src, dst, pattern.pipelines * self.w.p2p_bytes, subflows, nic / qp, latency, "pp")
+        xfer = self.g.add(XFER, send_s, f"link {src}->{dst}", name, "send", (node,))
         self.g.transfer[xfer] = transfer
         self.arrival[key] = xfer
         return occupy

@@ -12,6 +12,14 @@ Effects the MILP does not linearise, each measured by a replay without it:
   schedule bubble     bubble(A) - beta (sum_j C_j - max_j C_j), beta = costmodel.schedule's coefficient,
                       C_j rank j's work per microbatch (the MILP's fill/drain formula, exact only in steady
                       state, e.g. ZB-V needs m >= 2p - 1)
+and a chain of full replays, each removing one more effect (so these add up):
+  dense / MoE layers  D - D1, D1 = D with every layer priced as the average layer, as the MILP does: a stage's
+                      real layers (DeepSeek-V3: 3 dense, 58 MoE) differ in parameters, hence in DP and gathers
+  later first gathers D1 - D2, D2 = D1 with no rank's first all-gather longer than stage 0's: a stage holding
+                      more layers than stage 0 waits for its first gather beyond its pipeline fill
+  steady sends        D2 - D3, D3 = D2 with cross-building sends moving bytes only in fill and drain: in
+                      1F1B-like orders neighbours across a boundary wait on each other every microbatch, so one
+                      microbatch's transfer time adds to the cycle there
 residual = (verifier - prediction) - effects: what both model and must agree within TOLERANCE.
 """
 
@@ -35,12 +43,15 @@ cross-building all-reduce volume at the average layers per stage and its ring of
 replay; ECMP collisions of the actually hashed connections vs the expected maximum load of cell_gpus flows;
 fair sharing of a link by concurrent flows vs its average load; per-chunk sends (v per microbatch) vs the MILP's
 two; max over ranks of (sync + optimizer) vs the MILP's sum of maxima. Measured residuals on the bundled and
-generated instances: -8.0 % .. +7.9 % (benchmarks/verify_instances.py)."""
+generated instances: -5.1 % .. +8.5 % (benchmarks/verify_instances.py)."""
 
 COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
 NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
+CHAIN = (("D1", FULL), ("D2", Level(later_first_gathers=False)),
+         ("D3", Level(later_first_gathers=False, steady_transfers=False)))
+"""The chain's replays after D, all at the average layer (workload.build_workload(average_layers=True))."""
 
 
 def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple[Verification, ReplayResult]:
@@ -49,8 +60,7 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
     runs = {name: replay(workload, instance.topology, level) for name, level in
-            (("A", COMPUTE), ("B", SENDS), ("C", NO_GATHERS),
-             ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
+            (("A", COMPUTE), ("B", SENDS), ("C", NO_GATHERS), ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
     a, b, d = runs["A"], runs["B"], runs["D"]
     total = d.makespan_s
     busy = a.busiest_compute_s + a.busiest_tp_cp_s + a.busiest_ep_s
@@ -61,6 +71,9 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
         exposed_dp_s=max(0.0, total - b.makespan_s - optimizer), optimizer_s=optimizer,
     )
     predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
+    if predicted is not None:
+        average = build_workload(instance, resolved, average_layers=True)
+        runs.update({name: replay(average, instance.topology, level) for name, level in CHAIN})
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
     tokens = instance.training.batch_sequences * instance.training.seq_len
@@ -116,6 +129,21 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
             detail="each layer's gradient reduction can start only once its weight gradient is final (after W "
                    "in zero-bubble schedules); the MILP lets it overlap the whole last backward of stage 0",
         ))
+    for name, (before, after), detail in (
+        ("dense / MoE layers", ("D", "D1"),
+         "each stage's real dense and MoE layers, priced separately (parameters, hence DP sync and all-gathers, "
+         "differ by kind); the MILP prices every layer as the average one"),
+        ("later first gathers", ("D1", "D2"),
+         "a stage holding more layers than stage 0 waits for its first all-gather beyond its pipeline fill; the "
+         "MILP exposes stage 0's first gather only"),
+        ("steady sends", ("D2", "D3"),
+         "neighbours across a building boundary wait on each other's sends every microbatch, so one "
+         "microbatch's cross-building transfer time adds to the cycle there; the MILP prices it in fill and "
+         "drain only"),
+    ):
+        seconds = runs[before].makespan_s - runs[after].makespan_s
+        if seconds > 0:
+            effects.append(Effect(name=name, seconds=seconds, detail=detail))
     return effects
 
 

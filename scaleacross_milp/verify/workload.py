@@ -1,13 +1,16 @@
 """Per-operation costs of a resolved layout, from costmodel's per-shape tables (shared with the MILP).
 
-Per rank r (stage r of the plan, n_r layers, v chunks of n_r / v layers; chunk = virtual stage s):
-  F, I, W of stage s = (n_r / v) x layer.{forward, backward_input, backward_weight}
+Per rank r (stage r of the plan, n_r layers, v chunks of n_r / v layers; chunk = virtual stage s, holding the
+model's layers in order: virtual stage s runs the layers after those of virtual stages 0..s-1):
+  F, I, W of stage s = sum over its layers of that layer's {forward, backward_input, backward_weight}
                        + embedding on virtual stage 0, LM head + loss on the last virtual stage; B = I + W
+                       (a model mixing dense and MoE layers prices each kind from its own cost table, built by
+                       costmodel for the model with every layer of that kind; the MILP prices the average layer)
   send       p2p_intra_s: the sender's local cost of one activation / gradient send (what the MILP charges)
-  DP sync    dp_intra_s_per_layer x layers of the chunk, per layer as its weight gradients become ready
+  DP sync    the chunk's intra-building DP seconds, per layer as its weight gradients become ready
   all-gather FSDP / HSDP: before every F and I/B (reshard after forward); fsdp-no-reshard: before the first F
              of each chunk only; priced as the shard-group collective of the chunk's bf16 parameters
-  optimizer  optimizer_s_per_layer x n_r
+  optimizer  the optimizer step over the rank's layers
 The TP / CP / EP share of each op comes from the costmodel (GPUCosts.tp_cp_comm and ep_comm).
 """
 
@@ -16,17 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
-from scaleacross_milp.costmodel.costs import GPUCosts, OpTimes, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts, build_shape_costs
 from scaleacross_milp.costmodel.dp import dp_cross_phases
 from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
-
-KINDS = ("F", "I", "W")
 
 
 @dataclass(frozen=True)
 class StageWork:
-    """One virtual stage on one building's GPU type, one microbatch (seconds)."""
+    """One virtual stage on one building's GPU type, one microbatch (seconds); DP and optimizer per step."""
 
     layers: int
     ops: OpTimes
@@ -34,6 +36,9 @@ class StageWork:
     ep: OpTimes
     all_gather_s: float
     grad_bytes_per_cell: float
+    dp_s: float
+    """Intra-building DP synchronisation of the chunk's layers, per step."""
+    optimizer_s: float
 
     def op_s(self, kind: str) -> float:
         return self._pick(self.ops, kind)
@@ -54,15 +59,18 @@ class RankWork:
     building: str
     stages: dict[int, StageWork]
     send_s: float
-    dp_layer_s: float
-    optimizer_s: float
     nic_byte_s: float
+
+    @property
+    def optimizer_s(self) -> float:
+        return sum(stage.optimizer_s for stage in self.stages.values())
 
 
 @dataclass(frozen=True)
 class Workload:
     resolved: ResolvedLayout
     costs: ShapeCosts
+    """The shape's cost table at the average layer (what the MILP prices)."""
     ranks: dict[tuple[str, int], RankWork]
     """(building, rank) -> work; every pattern's rank r in building k shares it."""
     p2p_bytes: float
@@ -74,8 +82,12 @@ class Workload:
         return self.ranks[building, rank]
 
 
-def _scaled(times: OpTimes, factor: float) -> OpTimes:
-    return OpTimes(times.forward_s * factor, times.backward_input_s * factor, times.backward_weight_s * factor)
+@dataclass(frozen=True)
+class _LayerKind:
+    """The costs of one kind of layer (dense, MoE or the average) on one GPU type."""
+
+    gpu: GPUCosts
+    grad_bytes_per_cell: float
 
 
 def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
@@ -83,41 +95,68 @@ def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
                    a.backward_weight_s + b.backward_weight_s)
 
 
-def _stage_work(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, gpu: GPUCosts,
-                stage: int, layers: int, ag_layer_s: float) -> StageWork:
-    last = resolved.actions.stages - 1
-    ops = _scaled(gpu.layer, layers)
-    grad = layers * costs.grad_bytes_per_layer_per_cell
+def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: ShapeCosts,
+                average_layers: bool) -> dict[bool, ShapeCosts]:
+    """is-MoE -> the cost table of that kind of layer (the average table for a model with one kind)."""
+    model = instance.model_spec
+    moe = model.moe_layer_indices()
+    if average_layers or model.moe is None or len(moe) in (0, model.layers):
+        return {False: average, True: average}
+
+    def pure(layers: list[int]) -> ShapeCosts:
+        spec = model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
+        return build_shape_costs(instance.model_copy(update={"model": spec}), shape, [variant])
+
+    return {False: pure([]), True: pure(list(range(model.layers)))}
+
+
+def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, gpu_type: str, kinds: list[_LayerKind],
+                stage: int) -> StageWork:
+    """Virtual stage `stage` on `gpu_type`, holding one layer of each entry of `kinds`."""
+    variant, gpu = resolved.variant, costs.per_gpu_type[gpu_type]
+    zero = OpTimes(0.0, 0.0, 0.0)
+    ops, tp_cp, ep = zero, zero, zero
+    gather = grad = dp = optimizer = 0.0
+    for kind in kinds:
+        ops, tp_cp, ep = _plus(ops, kind.gpu.layer), _plus(tp_cp, kind.gpu.tp_cp_comm), _plus(ep, kind.gpu.ep_comm)
+        gather += kind.gpu.gather_s_per_layer[variant]
+        grad += kind.grad_bytes_per_cell
+        dp += kind.gpu.dp_intra_s_per_layer[variant]
+        optimizer += kind.gpu.optimizer_s_per_layer[variant]
     if stage == 0:
         ops = _plus(ops, gpu.first_stage_extra)
         grad += costs.grad_bytes_fixed_first
-    if stage == last:
+    if stage == resolved.actions.stages - 1:
         ops = _plus(ops, gpu.last_stage_extra)
         grad += costs.grad_bytes_fixed_last
-    return StageWork(layers, ops, _scaled(gpu.tp_cp_comm, layers), _scaled(gpu.ep_comm, layers), layers * ag_layer_s,
-                     grad)
+    return StageWork(len(kinds), ops, tp_cp, ep, gather, grad, dp, optimizer)
 
 
-def build_workload(instance: Instance, resolved: ResolvedLayout) -> Workload:
+def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers: bool = False) -> Workload:
+    """Price every rank's chunks; `average_layers` prices every layer as the average one, as the MILP does."""
     shape, variant, actions = resolved.layout.shape, resolved.variant, resolved.actions
     costs = build_shape_costs(instance, shape, [variant])
+    by_kind = _kind_costs(instance, shape, variant, costs, average_layers)
+    moe = set(instance.model_spec.moe_layer_indices())
+    chunk_layers = [resolved.stages[actions.rank_of[s]].layers // actions.chunks for s in range(actions.stages)]
+    first_layer = [sum(chunk_layers[:s]) for s in range(actions.stages)]
     training = instance.training
-    beta = training.bytes_per_element
     ranks: dict[tuple[str, int], RankWork] = {}
     for r, placement in enumerate(resolved.stages):
-        chunk_layers = placement.layers // actions.chunks
         for name in placement.cells_per_building:
             building = instance.topology.building(name)
             gpu_type = instance.gpu_types[building.gpu_type]
-            gpu = costs.per_gpu_type[building.gpu_type]
-            stages = {s: _stage_work(instance, resolved, costs, gpu, s, chunk_layers,
-                                     gpu.gather_s_per_layer[variant])
-                      for s in actions.stages_of(r)}
+            stages = {}
+            for s in actions.stages_of(r):
+                layers = range(first_layer[s], first_layer[s] + chunk_layers[s])
+                kinds = [_LayerKind(by_kind[i in moe].per_gpu_type[building.gpu_type],
+                                    by_kind[i in moe].grad_bytes_per_layer_per_cell) for i in layers]
+                stages[s] = _stage_work(resolved, costs, building.gpu_type, kinds, s)
             ranks[name, r] = RankWork(
-                building=name, stages=stages, send_s=gpu.p2p_intra_s if shape.pp > 1 else 0.0,
-                dp_layer_s=gpu.dp_intra_s_per_layer[variant],
-                optimizer_s=placement.layers * gpu.optimizer_s_per_layer[variant],
+                building=name, stages=stages,
+                send_s=costs.per_gpu_type[building.gpu_type].p2p_intra_s if shape.pp > 1 else 0.0,
                 nic_byte_s=AlphaBetaModel.from_gpu(gpu_type).bandwidth["fabric"],
             )
-    phases = dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param, beta)
+    phases = dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param,
+                             training.bytes_per_element)
     return Workload(resolved, costs, ranks, costs.p2p_bytes, phases.gather_bytes_per_grad_byte)

@@ -27,8 +27,8 @@ def synthetic_makespan(actions: ScheduleActions, f: float, i: float, w: float) -
     resolved = ResolvedLayout(layout, Schedule.gpipe, actions, DPVariant(DPMode.ddp), stages,
                               (Pattern(("A",) * p, 1),), {}, ())
     zero = OpTimes(0.0, 0.0, 0.0)
-    work = StageWork(1, OpTimes(f, i, w), zero, zero, 0.0, 0.0)
-    ranks = {("A", r): RankWork("A", {s: work for s in actions.stages_of(r)}, 0.0, 0.0, 0.0, 1e9) for r in range(p)}
+    work = StageWork(1, OpTimes(f, i, w), zero, zero, 0.0, 0.0, 0.0, 0.0)
+    ranks = {("A", r): RankWork("A", {s: work for s in actions.stages_of(r)}, 0.0, 1e9) for r in range(p)}
     return replay(Workload(resolved, None, ranks, 0.0, 0.0), ONE_BUILDING, COMPUTE_ONLY).makespan_s
 
 
@@ -42,12 +42,15 @@ def named():
     return build_actions
 
 
+TINY = {"gpus": 64, "batch": 32, "search_defaults": {"time_limit_s": 20, "rel_gap": 0.01}}
+"""The small-instance builder's settings for `tiny` (also read by benchmarks/verify_instances.py)."""
+
+
 @pytest.fixture
 def tiny(small_instance):
     """An instance from keyword overrides on a one-building (64 GPUs) Llama 3 8B job."""
 
     def make(buildings=None, links=None, search=None, **training) -> Instance:
-        return small_instance(buildings, links, search, gpus=64, batch=32,
-                              search_defaults={"time_limit_s": 20, "rel_gap": 0.01}, **training)
+        return small_instance(buildings, links, search, **TINY, **training)
 
     return make

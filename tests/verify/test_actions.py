@@ -40,6 +40,36 @@ def test_zb_v_only_fills(makespan, m):
     assert makespan(actions, 0.5, 0.5, 0.5) == pytest.approx(m * 2 * 1.5 + 3 * 0.5)
 
 
+# Per-rank orders transcribed by hand from torch.distributed.pipelining, torch/distributed/pipelining/schedules.py at
+# pytorch/pytorch@1fd7abc2f521e4429a29c3088e39ebaca20f4698: ScheduleZBVZeroBubble._calculate_single_rank_operations
+# (V map, n_micro = max(2p - 1, m), actions of microbatches >= m dropped), ScheduleInterleaved1F1B (_get_warmup_ops with
+# multiply_factor=2, _get_1f1b_rank_ops) and ScheduleInterleavedZeroBubble at one stage per rank (ZB-H1: warmup
+# p - 1 - r, W deferred by num_1f1b_microbatches = r). torch's idle steps (None) carry no action and are left out.
+TORCH_ORDERS = [
+    (Schedule.zb_v, 2, 4, 2, [
+        "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 0I2 0W2 0I3 0W3",
+        "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 2I3 1I3 1W2 2W3 1W3",
+    ]),
+    (Schedule.zb_v, 3, 4, 2, [  # m < 2p - 1: built for 5 microbatches, microbatch 4 dropped (rank 0 shown)
+        "0F0 0F1 0F2 0F3 5F0 5I0 5W0 5F1 5I1 5W1 5F2 5I2 5W2 0I0 0W0 5F3 5I3 5W3 0I1 0W1 0I2 0W2 0I3 0W3",
+    ]),
+    (Schedule.interleaved, 2, 4, 2, [
+        "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3",
+        "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3",
+    ]),
+    (Schedule.zb_h1, 2, 4, 1, [
+        "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0F3 0I2 0W2 0I3 0W3",
+        "1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1F3 1I3 1W2 1W3",
+    ]),
+]
+
+
+@pytest.mark.parametrize(("schedule", "p", "m", "v", "rows"), TORCH_ORDERS)
+def test_per_rank_order_is_torchs(schedule, p, m, v, rows):
+    actions = build_actions(schedule, p, m, v)
+    assert [" ".join(map(str, ops)) for ops in actions.order[:len(rows)]] == rows
+
+
 @pytest.mark.parametrize(("schedule", "v"), [(Schedule.gpipe, 1), (Schedule.one_f_one_b, 1),
                                              (Schedule.interleaved, 4), (Schedule.zb_h1, 1), (Schedule.zb_v, 2)])
 @pytest.mark.parametrize(("p", "m"), [(2, 2), (4, 4), (3, 9)])
