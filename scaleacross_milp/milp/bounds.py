@@ -28,6 +28,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.iteration import gather_passes
+from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes
 from scaleacross_milp.spec.search import DPMode
 
 
@@ -146,13 +147,43 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
+def crossing_floors_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[float, float]:
+    """(PP, DP): what crossing buildings adds at least, when no stage is split over buildings and when some is.
+
+    With no stage split, the stages need the fewest buildings B whose whole-stage room sum_k floor(cells_k / D)
+    reaches p, so at least B - 1 boundaries move all D cells to another building: each carries A chi_o D GB per
+    microbatch both ways on the fill and drain path (`fill_sends`, at the fastest link's c eta) and costs
+    2 chi_o lambda_min of latency. With a split stage j, its holder t with the fewest cells receives the other
+    owners' shares and its own reductions, at least max(min(G_v, Q_v), G_v / 2) grad_j GB over its links (at most
+    their summed c eta), and dpx >= 2 lambda_min; grad_j >= one granule of layers."""
+    p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
+    links = ctx.routes.links
+    if len(ctx.buildings) < 2 or not links:
+        return 0.0, 0.0
+    speed = [max(ctx.efficiency[i, t] for t in link.transports) * link.capacity_byte_s / GB
+             for i, link in enumerate(links)]
+    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
+    latency = min(ctx.routes.latency_s.values())
+    whole = sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells for k in ctx.buildings),
+                   reverse=True)
+    needed = int(np.searchsorted(np.cumsum(whole), p)) + 1 if sum(whole) >= p else math.inf
+    chi = option.boundary_crossings
+    per_crossing = 2 * chi * latency + 2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi * cells / max(speed)
+    pp = (needed - 1) * per_crossing if p > 1 else (0.0 if needed == 1 else math.inf)
+    gather, reduce = cross_volumes(ctx, ctx.variants.index(variant))
+    grad = option.layer_granularity * ctx.costs.grad_bytes_per_layer_per_cell / GB
+    dp = max(2 * latency, max(min(gather, reduce), gather / 2) * grad / into)
+    return pp, dp
+
+
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
     """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
     some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so cycle >= c(n0) =
     max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= N(n0) d_v and opt_v >= N(n0) o_v; stage 0's first
     gather takes n0 g_v; DP overlap is rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's
     `first_stage_floor`. Since m c + beta max(0, S - c) grows with c (m >= beta),
-        T >= min_n0 [ opt_v + n0 g_v + m c(n0) + beta_o max(0, S - c(n0)) + max(0, dpi_v - rho C0(n0)) ]."""
+        T >= min_n0 [ opt_v + n0 g_v + m c(n0) + beta_o max(0, S - c(n0)) + X(n0) ],
+    X = min(PP + max(0, E), max(0, E + DP)) with E = dpi_v - rho C0(n0) and (PP, DP) of `crossing_floors_s`."""
     p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -171,8 +202,11 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
         largest = np.maximum(n0, rest)
         dpi = largest * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+        exposed = dpi - rho * (tau * n0 + e_first)
+        pp_cross, dp_cross = crossing_floors_s(ctx, option, variant)
+        crossing = np.minimum(pp_cross + np.maximum(0.0, exposed), np.maximum(0.0, exposed + dp_cross))
         bound = (opt + (n0 * gather if variant.mode is not DPMode.ddp else 0.0) + mb * c
-                 + beta * np.maximum(0.0, total - c) + np.maximum(0.0, dpi - rho * (tau * n0 + e_first)))
+                 + beta * np.maximum(0.0, total - c) + crossing)
         best = min(best, float(bound.min()))
     return best
 
