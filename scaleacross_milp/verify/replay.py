@@ -45,8 +45,6 @@ class Level:
     whole_backward_window: bool = False
     """True: a chunk's DP reduction may overlap the whole last backward (I + W) of that chunk, as the MILP
     assumes; False: each layer's reduction starts once its weight gradient is final (after W)."""
-    later_first_gathers: bool = True
-    """False: no rank's first all-gather outlasts stage 0's (the MILP exposes stage 0's first gather only)."""
     steady_transfers: bool = True
     """False: a cross-building send moves its bytes only for the first microbatch forward and the last one
     backward (the fill and drain the MILP prices); the others take their latency and local cost only."""
@@ -179,10 +177,8 @@ class _Builder:
                     (a.kind in ("F", "I", "B") and mode is not DPMode.fsdp_no_reshard) or first_forward.get(
                         a.stage) == k):
                 prefetch = compute_nodes[k - 2] if k >= 2 else None
-                seconds = stage.all_gather_s
-                if comm is None and not self.level.later_first_gathers:
-                    seconds = min(seconds, self.w.rank(pattern.buildings[0], 0).stages[0].all_gather_s)
-                comm = self.g.add(FIXED, seconds, comm_track, f"all-gather {a.stage}", "dp", (comm, prefetch))
+                comm = self.g.add(FIXED, stage.all_gather_s, comm_track, f"all-gather {a.stage}", "dp",
+                                  (comm, prefetch))
                 gathers = [comm, *self._cross_gathers(g, rank, a, (prefetch,))]
             duration = stage.op_s(a.kind)
             tp_cp, ep = stage.comm_s(a.kind)

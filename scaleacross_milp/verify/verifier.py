@@ -15,9 +15,7 @@ Effects the MILP does not linearise, each measured by a replay without it:
 and a chain of full replays, each removing one more effect (so these add up):
   dense / MoE layers  D - D1, D1 = D with every layer priced as the average layer, as the MILP does: a stage's
                       real layers (DeepSeek-V3: 3 dense, 58 MoE) differ in parameters, hence in DP and gathers
-  later first gathers D1 - D2, D2 = D1 with no rank's first all-gather longer than stage 0's: a stage holding
-                      more layers than stage 0 waits for its first gather beyond its pipeline fill
-  steady sends        D2 - D3, D3 = D2 with cross-building sends moving bytes only in fill and drain: in
+  steady sends        D1 - D2, D2 = D1 with cross-building sends moving bytes only in fill and drain: in
                       1F1B-like orders neighbours across a boundary wait on each other every microbatch, so one
                       microbatch's transfer time adds to the cycle there
 residual = (verifier - prediction) - effects: what both model and must agree within TOLERANCE.
@@ -49,8 +47,7 @@ COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
 NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
-CHAIN = (("D1", FULL), ("D2", Level(later_first_gathers=False)),
-         ("D3", Level(later_first_gathers=False, steady_transfers=False)))
+CHAIN = (("D1", FULL), ("D2", Level(steady_transfers=False)))
 """The chain's replays after D, all at the average layer (workload.build_workload(average_layers=True))."""
 
 
@@ -133,10 +130,7 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
         ("dense / MoE layers", ("D", "D1"),
          "each stage's real dense and MoE layers, priced separately (parameters, hence DP sync and all-gathers, "
          "differ by kind); the MILP prices every layer as the average one"),
-        ("later first gathers", ("D1", "D2"),
-         "a stage holding more layers than stage 0 waits for its first all-gather beyond its pipeline fill; the "
-         "MILP exposes stage 0's first gather only"),
-        ("steady sends", ("D2", "D3"),
+        ("steady sends", ("D1", "D2"),
          "neighbours across a building boundary wait on each other's sends every microbatch, so one "
          "microbatch's cross-building transfer time adds to the cycle there; the MILP prices it in fill and "
          "drain only"),

@@ -101,3 +101,23 @@ def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
             restricted = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None)
         assert restricted.incumbent is not None and restricted.incumbent >= full - 1e-9
         assert {(j, k): round(model.x[j, k].value) for j in model.J for k in model.K if model.x[j, k].value} == cells
+
+
+def test_a_deeper_stage_exposes_its_first_gather_beyond_its_head_start(tiny):
+    # FSDP-no-reshard gathers each stage once, at the start; stage 1's gather hides only behind stage 0's first
+    # forward (embedding, 4 layers, one send), so with 28 layers stage 1's gather is what the iteration waits for.
+    halls = [{**hall, "gpus": 32} for hall in TWO_HALLS]  # 2 DP peers of a stage per hall: an intra-hall gather
+    instance = tiny(buildings=halls, links=LINK, global_batch_sequences=16,
+                    search={"schedules": ["1f1b"], "dp_modes": ["fsdp-no-reshard"]})
+    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=4, micro_batch=1, microbatches=4),
+                        route_table(instance.topology))
+    model = build_model(ctx)
+    model.shape_floor.deactivate()
+    model.n[0].fix(4)
+    model.n[1].fix(28)
+    assert solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None).status == "optimal"
+    gpu = ctx.gpu("A")
+    gather = gpu.gather_s_per_layer[ctx.variants[0]]
+    head_start = 4 * gpu.layer.forward_s + gpu.p2p_intra_s + gpu.first_stage_extra.forward_s
+    assert 28 * gather - head_start > 4 * gather
+    assert model.gather0.value == pytest.approx(28 * gather - head_start, rel=1e-6)

@@ -22,14 +22,6 @@ def makespans(tiny, stage_layers: tuple[int, int], gbit_s: float, levels: dict[s
     return {name: replay(workload, instance.topology, level).makespan_s for name, level in levels.items()}
 
 
-def test_first_gather_of_a_deeper_stage_is_exposed(tiny):
-    levels = {"full": FULL, "capped": Level(later_first_gathers=False)}
-    deeper = makespans(tiny, (4, 28), 3200, levels)
-    assert deeper["capped"] < deeper["full"]
-    even = makespans(tiny, (16, 16), 3200, levels)
-    assert even["capped"] == even["full"]
-
-
 def test_steady_state_sends_cost_a_transfer_per_microbatch_on_a_thin_link(tiny):
     levels = {"full": FULL, "fill-drain": Level(steady_transfers=False), "no-sends": Level(sends=False)}
     thin = makespans(tiny, (16, 16), 100, levels)

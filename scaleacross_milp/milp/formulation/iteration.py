@@ -8,13 +8,18 @@ hides part of it (rho = backward share of a stage's time):
     dp_exposed >= dpi + dpx - rho C0,   C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
 (C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap)
 FSDP / HSDP re-gather a stage's parameters before each forward and backward pass (reshard after forward; a per-layer
-all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up, and
-stage 0's first gather has nothing to hide behind (fsdp-no-reshard gathers once, DDP never):
-    gather >= passes_v n[j] g[k,v] - ...,   cycle >= gather;    gather0 >= n[0] g[k,v] - ...
+all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up. Every
+stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
+forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
+    gather >= passes_v n[j] g[k,v] - ...,   cycle >= gather
+    gather0 >= n[j] g[k,v] - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...   (tauF, p2p, eF: forward time of a
+    layer, an intra-building send and the embedding on the fastest GPU type; stage 0 has no head start)
     T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc     minimise T
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pyomo.environ as pyo
 
@@ -29,23 +34,24 @@ def gather_passes(mode: DPMode) -> int:
 
 
 def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict,
-                    stages: list[int] | None = None) -> None:
-    """Add var `name` >= n[j] * per_layer[gpu type, variant] over every held (j, k) (j in `stages`, default all)
-    and the chosen variant."""
+                    head_start: Callable[[int], object] | None = None) -> None:
+    """Add var `name` >= n[j] * per_layer[gpu type, variant] - head_start(j) over every held (j, k) and the chosen
+    variant (head_start: an expression >= 0, none by default)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     big = most * max(per_layer.values(), default=0.0)
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
     variants = list(m.V)
     rows = []
-    for j in m.J if stages is None else stages:
+    for j in m.J:
+        ahead = var if head_start is None else var + head_start(j)
         for k in m.K:
             gpu_type = ctx.instance.topology.building(k).gpu_type
-            lhs = var if ctx.homogeneous else var + big * (1 - m.y[j, k])
+            lhs = ahead if ctx.homogeneous else ahead + big * (1 - m.y[j, k])
             coeffs = [per_layer[gpu_type, v] for v in variants]
             rows += choice_lower_bounds(lhs, [(coeffs, m.n[j])], m.w, variants, big)
         if not ctx.homogeneous:
-            rows.append(var >= min(per_layer.values()) * m.n[j])
+            rows.append(ahead >= min(per_layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 
@@ -68,9 +74,13 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         for g in types for v, var in enumerate(ctx.variants)
     })
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
+    fastest = [ctx.gpu(k) for k in ctx.buildings]
+    layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
+    send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
+    embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     _slowest_holder(m, ctx, "gather0", {
         (g, v): types[g].gather_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
-    }, stages=[0])
+    }, head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0))
     rho = ctx.backward_share
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * first_stage_floor(m, ctx))
