@@ -11,6 +11,7 @@ import pytest
 from scaleacross_milp.spec.instance import Instance
 
 ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 H100 = {"peak_dense_tflops": {"bf16": 989}, "hbm_gib": 79.6, "hbm_tbyte_s": 3.35,
         "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 370, "nic_gbit_s": 400}
 
@@ -22,6 +23,19 @@ def _assert_input_error(result, *needles: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
     for needle in needles:
         assert needle in result.stderr, result.stderr
+
+
+@pytest.fixture
+def shared_data() -> Callable[[str], Path]:
+    """The path of a file or folder in the shared data folder next to the repository; skips the test without it."""
+
+    def find(relative: str) -> Path:
+        path = SHARED_DATA / relative
+        if not path.exists():
+            pytest.skip(f"{path} not present (the shared data folder next to the repository)")
+        return path
+
+    return find
 
 
 @pytest.fixture

@@ -6,12 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-LOGS = ROOT.parent / "shared" / "data" / "nccl-tests"
-
 
 @pytest.fixture
-def logs() -> Path:
-    if not LOGS.is_dir():
-        pytest.skip(f"{LOGS} not present (the shared data folder next to the repository)")
-    return LOGS
+def logs(shared_data) -> Path:
+    return shared_data("nccl-tests")

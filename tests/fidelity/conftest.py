@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaleacross_milp.fidelity.rows import DATA, PublishedRow, read_rows
+from scaleacross_milp.fidelity.rows import PublishedRow, read_rows
 
 MEGATRON_76B = PublishedRow(
     source="narayanan2021_t1", model="gpt-76b", layers=60, hidden=10240, ffn=40960, heads=80, kv_heads=80,
@@ -31,7 +31,5 @@ def llama3_long() -> PublishedRow:
 
 
 @pytest.fixture
-def published() -> list[PublishedRow]:
-    if not DATA.is_file():
-        pytest.skip(f"{DATA} not present (the shared data folder next to the repository)")
-    return read_rows()
+def published(shared_data) -> list[PublishedRow]:
+    return read_rows(shared_data("published/training_throughput.csv"))
