@@ -1,9 +1,11 @@
-"""Piecewise-linear breakpoints of a collective-time curve for a MILP (no Pyomo here: the MILP and the verifier
-can both use it).
+"""Piecewise-linear breakpoints of a time curve for a MILP (no Pyomo here: the MILP, its bounds and the verifier
+can all use it). x is bytes for a collective curve, a layer count for a stage's DP synchronisation.
 
 breakpoints(f, lo, hi, knots): start from lo, hi and the curve's own kinks inside (the measured sizes), then
 split any segment [a, b] whose chord misses f at the geometric midpoint sqrt(a b) by more than rel_tol * f
-(relative), until every chord is within rel_tol or max_points is reached.
+(relative), until every chord is within rel_tol or max_points is reached. With `integer`, x is an integer
+variable: lo, hi and the knots are integers and a segment is split at the integer nearest sqrt(a b) strictly
+inside it (segments of length 1 are never split), so the interpolant is exact at every breakpoint.
 Convex on the breakpoints iff the segment slopes never decrease: (y[i+1]-y[i])/(x[i+1]-x[i]) is non-decreasing
 (up to slope_tol relative). Convex: t >= a_i + b_i x for every segment is an exact LP epigraph (`segments`);
 otherwise the MILP needs an incremental (binary) formulation. HiGHS has no SOS constraints.
@@ -22,25 +24,25 @@ SLOPE_TOL = 1e-9
 
 @dataclass(frozen=True)
 class Breakpoints:
-    """x (bytes) strictly increasing, y (seconds) = f(x), and whether the interpolant is convex."""
+    """x strictly increasing, y (seconds) = f(x), and whether the interpolant is convex."""
 
-    bytes: tuple[float, ...]
-    time_s: tuple[float, ...]
+    x: tuple[float, ...]
+    y: tuple[float, ...]
     convex: bool
 
     def slopes(self) -> list[float]:
-        """Seconds per byte of each segment."""
-        return slopes(self.bytes, self.time_s)
+        """Seconds per unit of x of each segment."""
+        return slopes(self.x, self.y)
 
     def segments(self) -> list[tuple[float, float]]:
-        """(slope s/byte, intercept s) of each segment: t = intercept + slope * bytes on it."""
-        return [(b, y - b * x) for b, x, y in zip(self.slopes(), self.bytes, self.time_s, strict=False)]
+        """(slope, intercept s) of each segment: y = intercept + slope * x on it."""
+        return [(b, y - b * x) for b, x, y in zip(self.slopes(), self.x, self.y, strict=False)]
 
-    def time_at(self, nbytes: float) -> float:
+    def value_at(self, x: float) -> float:
         """The piecewise-linear interpolant (clamped to the end segments)."""
-        i = max(0, min(len(self.bytes) - 2, sum(x <= nbytes for x in self.bytes) - 1))
-        slope = (self.time_s[i + 1] - self.time_s[i]) / (self.bytes[i + 1] - self.bytes[i])
-        return self.time_s[i] + slope * (nbytes - self.bytes[i])
+        i = max(0, min(len(self.x) - 2, sum(xi <= x for xi in self.x) - 1))
+        slope = (self.y[i + 1] - self.y[i]) / (self.x[i + 1] - self.x[i])
+        return self.y[i] + slope * (x - self.x[i])
 
 
 def slopes(x: Sequence[float], y: Sequence[float]) -> list[float]:
@@ -53,24 +55,34 @@ def is_convex(x: Sequence[float], y: Sequence[float], slope_tol: float = SLOPE_T
     return all(b >= a - slope_tol * abs(a) for a, b in zip(s, s[1:], strict=False))
 
 
-def breakpoints(f: Callable[[float], float], lo_bytes: float, hi_bytes: float, knots: Sequence[float] = (),
-                rel_tol: float = 0.01, max_points: int = 64, slope_tol: float = SLOPE_TOL) -> Breakpoints:
-    """Breakpoints of f on [lo_bytes, hi_bytes] (0 < lo < hi) per the module docstring."""
-    if not 0 < lo_bytes < hi_bytes:
-        raise ValueError(f"need 0 < lo_bytes < hi_bytes, got {lo_bytes:g}, {hi_bytes:g}")
-    xs = sorted({lo_bytes, hi_bytes, *(k for k in knots if lo_bytes < k < hi_bytes)})
+def _split_point(a: float, b: float, integer: bool) -> float | None:
+    """Where [a, b] is split: sqrt(a b), or with `integer` the nearest integer strictly inside (None if none)."""
+    mid = math.sqrt(a * b)
+    if not integer:
+        return mid
+    return min(max(round(mid), a + 1), b - 1) if b - a >= 2 else None
+
+
+def breakpoints(f: Callable[[float], float], lo: float, hi: float, knots: Sequence[float] = (),
+                rel_tol: float = 0.01, max_points: int = 64, slope_tol: float = SLOPE_TOL,
+                integer: bool = False) -> Breakpoints:
+    """Breakpoints of f on [lo, hi] (0 < lo < hi) per the module docstring."""
+    if not 0 < lo < hi:
+        raise ValueError(f"need 0 < lo < hi, got {lo:g}, {hi:g}")
+    xs = sorted({lo, hi, *(k for k in knots if lo < k < hi)})
     ys = [f(x) for x in xs]
     i = 0
     while i < len(xs) - 1 and len(xs) < max_points:
         a, b = xs[i], xs[i + 1]
-        mid = math.sqrt(a * b)
-        value = f(mid)
-        chord = ys[i] + (ys[i + 1] - ys[i]) * (mid - a) / (b - a)
-        if abs(chord - value) > rel_tol * abs(value):
-            xs.insert(i + 1, mid)
-            ys.insert(i + 1, value)
-        else:
-            i += 1
+        mid = _split_point(a, b, integer)
+        if mid is not None:
+            value = f(mid)
+            chord = ys[i] + (ys[i + 1] - ys[i]) * (mid - a) / (b - a)
+            if abs(chord - value) > rel_tol * abs(value):
+                xs.insert(i + 1, mid)
+                ys.insert(i + 1, value)
+                continue
+        i += 1
     return Breakpoints(tuple(xs), tuple(ys), is_convex(xs, ys, slope_tol))
 
 
