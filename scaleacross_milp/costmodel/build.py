@@ -32,7 +32,7 @@ from scaleacross_milp.costmodel.comm import (
     tp_comm,
 )
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts
-from scaleacross_milp.costmodel.dp import dp_intra_s_per_layer
+from scaleacross_milp.costmodel.dp import IntraDPSync
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.model import ModelSpec
@@ -145,9 +145,9 @@ def _gpu_costs(
     d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
     g, o = training.grad_bytes_per_param, training.optimizer_bytes_per_param
     optimizer: dict[DPVariant, float] = {}
-    dp_intra: dict[DPVariant, float] = {}
+    dp_intra: dict[DPVariant, IntraDPSync] = {}
     gather: dict[DPVariant, float] = {}
-    buildings = [bd for bd in instance.topology.buildings if bd.gpu_type == gpu_name]
+    buildings = tuple(bd for bd in instance.topology.buildings if bd.gpu_type == gpu_name)
     for v in variants:
         if v.mode is DPMode.ddp:
             owned = d_gpu + e_gpu
@@ -155,14 +155,9 @@ def _gpu_costs(
             nd, ne = memory.shard_groups(shape, v)
             owned = d_gpu / nd + e_gpu / ne
         optimizer[v] = compute.memory_time_s(owned * (2 * beta + g + 2 * o), gpu)
-        dp_intra[v] = max(
-            dp_intra_s_per_layer(comm, shape, bd, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
-            for bd in buildings
-        )
-        gather[v] = 0.0 if v.mode is DPMode.ddp else max(  # an all-gather moves what a reduce-scatter does
-            dp_intra_s_per_layer(comm, shape, bd, v, d_gpu * beta, e_gpu * beta, gpu.nvlink_domain_gpus)
-            for bd in buildings
-        )
+        dp_intra[v] = IntraDPSync(comm, shape, buildings, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
+        # an all-gather moves what a reduce-scatter does
+        gather[v] = 0.0 if v.mode is DPMode.ddp else dp_intra[v].collective_s(d_gpu * beta, e_gpu * beta)
     return GPUCosts(
         layer=layer,
         tp_cp_comm=tp_cp,
@@ -173,7 +168,7 @@ def _gpu_costs(
         hbm_usable_bytes=gpu.hbm_gib * 2**30 * gpu.usable_hbm_fraction,
         optimizer_s_per_layer=optimizer,
         gather_s_per_layer=gather,
-        dp_intra_s_per_layer=dp_intra,
+        dp_intra=dp_intra,
     )
 
 

@@ -13,6 +13,7 @@ from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 
 if TYPE_CHECKING:
+    from scaleacross_milp.costmodel.dp import IntraDPSync
     from scaleacross_milp.spec.instance import Instance
 
 
@@ -64,9 +65,11 @@ class GPUCosts:
     gather_s_per_layer: dict[DPVariant, float]
     """One all-gather of one layer's parameters over the shard group inside the building (FSDP / HSDP; 0 for DDP):
     what each forward and backward pass waits for under reshard-after-forward."""
-    dp_intra_s_per_layer: dict[DPVariant, float]
-    """Intra-building DP synchronisation time per layer held, per step, under each variant, that is not hidden
-    behind compute (hierarchical algorithms; pods and oversubscription of this building)."""
+    dp_intra: dict[DPVariant, IntraDPSync]
+    """CHANGED (was a time per layer): intra-building DP synchronisation per step under each variant that is not
+    hidden behind compute, as a function of a stage's layers (`IntraDPSync.stage_s`: one collective over a
+    chunk's whole gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP; hierarchical
+    algorithms; pods and oversubscription of the type's buildings)."""
 
     @property
     def layer_comm_s(self) -> float:

@@ -1,22 +1,27 @@
-"""Data-parallel synchronisation: intra-building exposed time per layer, and what crosses buildings.
+"""Data-parallel synchronisation: a stage's exposed intra-building time, and what crosses buildings.
 
 Intra-building (hierarchical inside one building): a collective over the building's DP members runs
 reduce-scatter / all-gather inside each pod at NIC bandwidth B and the cross-pod part (an all-reduce of the
 1/n_pod shard over the pods) at B / oversubscription, when the group spans pods.
 
-Exposure (overlap assumptions):
-  DDP            the final gradient all-reduce of the last microbatch is exposed (no overlap with backward
-                 credited: conservative; bucketed overlap would hide part of it)
-  FSDP (reshard) the final reduce-scatter is exposed; parameter re-gathers (GPUCosts.gather_s_per_layer, two
-                 per microbatch) are prefetched behind compute, which the MILP bounds by the comm stream
-  fsdp-no-reshard the final gradient reduce-scatter is exposed
-  HSDP           the final reduce-scatter over the shard group (inside the building) is exposed; the
-                 cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
+Exposure (overlap assumptions), for a stage of n layers in c model chunks (c = 1, or the schedule's chunks
+per rank), per-GPU gradient bytes per layer d (dense) and e (experts), and t(D, E) = one collective over D
+dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the GPU type):
+  DDP            Megatron-core with overlap_grad_reduce off (its default; one bucket per model chunk) reduces
+                 each chunk's whole contiguous gradient buffer as ONE all-reduce after the last backward:
+                 exposed = c t(n d / c, n e / c)   (no overlap credited: conservative)
+  fsdp-no-reshard the same with the final gradient reduce-scatter
+  FSDP (reshard) per-layer units (PyTorch FSDP wraps each layer): n t(d, e); parameter re-gathers
+                 (GPUCosts.gather_s_per_layer, two per microbatch) are prefetched behind compute, which the
+                 MILP bounds by the comm stream
+  HSDP           per-layer units, the reduce-scatter over the shard group (inside the building): n t(d, e);
+                 the cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scaleacross_milp.costmodel.comm import Collective, CollectiveModel, Tier
@@ -84,7 +89,7 @@ def hierarchical_time_s(
     return t
 
 
-def dp_intra_s_per_layer(
+def dp_intra_collective_s(
     comm: CollectiveModel,
     shape: Shape,
     building: Building,
@@ -93,11 +98,11 @@ def dp_intra_s_per_layer(
     expert_grad_bytes: float,
     nvlink_domain_gpus: int = 8,
 ) -> float:
-    """Exposed intra-building DP time per layer held, per step. `*_grad_bytes` are one GPU's gradient bytes
-    of the layer (dense split over tp, experts over tp*ep). The DP group (dp*cp dense, dp*cp/ep experts; the
-    HSDP shard group divides by replicas) is capped at the DP members that fit in the building; it runs over
-    NVLink when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over
-    the fabric max(1, domain // (tp*pp)) DP peers share a node."""
+    """One intra-building DP collective (all-reduce for DDP, else reduce-scatter) of one GPU's `*_grad_bytes`
+    (dense split over tp, experts over tp*ep). The DP group (dp*cp dense, dp*cp/ep experts; the HSDP shard
+    group divides by replicas) is capped at the DP members that fit in the building; it runs over NVLink when
+    the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over the fabric
+    max(1, domain // (tp*pp)) DP peers share a node."""
     r = variant.replicas if variant.mode is DPMode.hsdp else 1
     members_in_building = max(1, building.gpus // (shape.tp * shape.pp))  # DP x CP ranks of one stage slot
     ranks_per_pod = max(1, (building.pod_gpus or building.gpus) // (shape.tp * shape.pp))
@@ -114,3 +119,46 @@ def dp_intra_s_per_layer(
             comm, collective, n, nbytes, ranks_per_pod, building.oversubscription, tier, per_node
         )
     return total
+
+
+@dataclass(frozen=True, eq=False)
+class IntraDPSync:
+    """The exposed intra-building DP synchronisation of a stage on one GPU type under one variant, per step, as a
+    function of the stage's layers (module docstring): the one definition the MILP (through breakpoints), its
+    bounds and the verifier price."""
+
+    comm: CollectiveModel
+    shape: Shape
+    buildings: tuple[Building, ...]
+    """The buildings of the GPU type: the slowest one prices a collective."""
+    variant: DPVariant
+    dense_grad_bytes_per_layer: float
+    expert_grad_bytes_per_layer: float
+    nvlink_domain_gpus: int
+
+    @property
+    def per_layer_units(self) -> bool:
+        """FSDP / HSDP reduce each layer's gradients on their own; DDP and fsdp-no-reshard a chunk's buffer."""
+        return self.variant.mode in (DPMode.fsdp, DPMode.hsdp)
+
+    def collective_s(self, dense_grad_bytes: float, expert_grad_bytes: float) -> float:
+        """t(D, E): one collective over D dense and E expert bytes per GPU, in the slowest building."""
+        return max(dp_intra_collective_s(self.comm, self.shape, bd, self.variant, dense_grad_bytes,
+                                         expert_grad_bytes, self.nvlink_domain_gpus) for bd in self.buildings)
+
+    def stage_s(self, layers: float, chunks: int = 1) -> float:
+        """n t(d, e) in per-layer units, else c t(n d / c, n e / c) (n = `layers`, c = `chunks`)."""
+        d, e = self.dense_grad_bytes_per_layer, self.expert_grad_bytes_per_layer
+        if self.per_layer_units:
+            return layers * self.collective_s(d, e)
+        return chunks * self.collective_s(layers / chunks * d, layers / chunks * e)
+
+
+def chunk_sync_s(layers: Sequence[IntraDPSync]) -> float:
+    """One model chunk holding one layer priced by each entry (same GPU type and variant; layers of different
+    kinds, e.g. dense and MoE): their sum in per-layer units, else one collective over their summed bytes."""
+    first = layers[0]
+    if first.per_layer_units:
+        return sum(layer.stage_s(1) for layer in layers)
+    return first.collective_s(sum(layer.dense_grad_bytes_per_layer for layer in layers),
+                              sum(layer.expert_grad_bytes_per_layer for layer in layers))

@@ -9,7 +9,8 @@ Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pi
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
 cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
     T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho C0) + opt,
-and dpi >= ceil(L/p) min_k d[k,v], opt >= ceil(L/p) min_k o[k,v] (some stage holds ceil(L/p) layers). The right
+and dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's piecewise-linear DP term, context.dp_sync_floor_s),
+opt >= ceil(L/p) min_k o[k,v] (some stage holds ceil(L/p) layers). The right
 side grows with SC, so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
     T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [... - rho min(c, S)] + dpi_v),
 with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
@@ -136,7 +137,7 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     total, cycle = stage_floors_s(ctx)
     best = math.inf
     for option, variant in pairs:
-        dpi = most * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
+        dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
         opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
         gather0 = option.layer_granularity * gather if variant.mode is not DPMode.ddp else 0.0
@@ -179,8 +180,8 @@ def crossing_floors_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
     """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
     some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so cycle >= c(n0) =
-    max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= N(n0) d_v and opt_v >= N(n0) o_v; stage 0's first
-    gather takes n0 g_v; DP overlap is rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's
+    max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and opt_v >= N(n0) o_v;
+    stage 0's first gather takes n0 g_v; DP overlap is rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's
     `first_stage_floor`. Since m c + beta max(0, S - c) grows with c (m >= beta),
         T >= min_n0 [ opt_v + n0 g_v + m c(n0) + beta_o max(0, S - c(n0)) + X(n0) ],
     X = min(PP + max(0, E), max(0, E + DP)) with E = dpi_v - rho C0(n0) and (PP, DP) of `crossing_floors_s`."""
@@ -200,7 +201,7 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
                        gather_passes(variant.mode) * np.maximum(n0, rest) * gather)
         beta = option.bubble_coefficient(layer)
         largest = np.maximum(n0, rest)
-        dpi = largest * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
+        dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         exposed = dpi - rho * (tau * n0 + e_first)
         pp_cross, dp_cross = crossing_floors_s(ctx, option, variant)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
+from scaleacross_milp.calibration.piecewise import Breakpoints, breakpoints
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts, build_shape_costs
 from scaleacross_milp.costmodel.network import link_efficiency
 from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
@@ -76,6 +79,36 @@ class ShapeContext:
         if j == p - 1:
             fixed += gpu.last_stage_extra.total_s
         return gpu.layer.total_s, fixed
+
+    @property
+    def chunk_counts(self) -> list[int]:
+        """Model chunks per rank over the schedule options (1, interleaving's v, 2 for ZB-V)."""
+        return sorted({o.chunks for o in self.options})
+
+    @cached_property
+    def dp_sync_curves(self) -> dict[tuple[str, DPVariant, int], Breakpoints]:
+        """(GPU type, variant, chunks) -> breakpoints of a stage's exposed intra-building DP time over its layers
+        n (`IntraDPSync.stage_s`), at integers 1..L-p+1 with chords within 1 % (exact at the breakpoints): the
+        MILP's piecewise-linear term and what its bounds read."""
+        most = max(2, self.instance.model_spec.layers - self.shape.pp + 1)
+        return {
+            (name, variant, chunks): breakpoints(lambda n, s=gpu.dp_intra[variant], c=chunks: s.stage_s(n, c),
+                                                 1, most, integer=True)
+            for name, gpu in self.costs.per_gpu_type.items()
+            for variant in self.variants
+            for chunks in self.chunk_counts
+        }
+
+    def dp_sync_floor_s(self, variant: DPVariant, chunks: int, layers: np.ndarray) -> np.ndarray:
+        """The least the MILP's dpi can be when some stage holds at least `layers` layers (each entry) on a GPU
+        type of the shape's buildings: min over those types and over n >= layers of the interpolant."""
+        types = {self.instance.topology.building(k).gpu_type for k in self.buildings}
+        most = self.instance.model_spec.layers - self.shape.pp + 1
+        counts = np.arange(1, most + 1)
+        values = np.min([np.interp(counts, curve.x, curve.y) for g in types
+                         for curve in [self.dp_sync_curves[g, variant, chunks]]], axis=0)
+        at_least = np.minimum.accumulate(values[::-1])[::-1]
+        return at_least[np.clip(np.asarray(layers, dtype=int), 1, most) - 1]
 
     @property
     def backward_share(self) -> float:

@@ -7,7 +7,10 @@ model's layers in order: virtual stage s runs the layers after those of virtual 
                        (a model mixing dense and MoE layers prices each kind from its own cost table, built by
                        costmodel for the model with every layer of that kind; the MILP prices the average layer)
   send       p2p_intra_s: the sender's local cost of one activation / gradient send (what the MILP charges)
-  DP sync    the chunk's intra-building DP seconds, per layer as its weight gradients become ready
+  DP sync    the chunk's intra-building DP seconds at its real layers (costmodel.dp.chunk_sync_s, the MILP's
+             IntraDPSync at full resolution: one collective over the chunk's gradient buffer under DDP and
+             fsdp-no-reshard, one per layer under FSDP / HSDP), spread over its layers as their weight
+             gradients become ready
   all-gather FSDP / HSDP: before every F and I/B (reshard after forward); fsdp-no-reshard: before the first F
              of each chunk only; priced as the shard-group collective of the chunk's bf16 parameters
   optimizer  the optimizer step over the rank's layers
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts, build_shape_costs
-from scaleacross_milp.costmodel.dp import dp_cross_phases
+from scaleacross_milp.costmodel.dp import chunk_sync_s, dp_cross_phases
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
@@ -116,13 +119,13 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, gpu_type: str, kind
     variant, gpu = resolved.variant, costs.per_gpu_type[gpu_type]
     zero = OpTimes(0.0, 0.0, 0.0)
     ops, tp_cp, ep = zero, zero, zero
-    gather = grad = dp = optimizer = 0.0
+    gather = grad = optimizer = 0.0
     for kind in kinds:
         ops, tp_cp, ep = _plus(ops, kind.gpu.layer), _plus(tp_cp, kind.gpu.tp_cp_comm), _plus(ep, kind.gpu.ep_comm)
         gather += kind.gpu.gather_s_per_layer[variant]
         grad += kind.grad_bytes_per_cell
-        dp += kind.gpu.dp_intra_s_per_layer[variant]
         optimizer += kind.gpu.optimizer_s_per_layer[variant]
+    dp = chunk_sync_s([kind.gpu.dp_intra[variant] for kind in kinds])
     if stage == 0:
         ops = _plus(ops, gpu.first_stage_extra)
         grad += costs.grad_bytes_fixed_first

@@ -1,8 +1,14 @@
 """Iteration time: the objective.
 
-Per-layer terms that depend on the GPU type and DP variant (intra-building DP sync d, optimizer step o):
-    dpi >= n[j] d[k,v] - M (1 - y[j,k]) - M (1 - w[v]),   opt >= n[j] o[k,v] - ...   (slowest holder)
-    dpi >= n[j] min_{k,v} d[k,v]                            (choice-free floor: every stage is held somewhere)
+Intra-building DP sync of stage j on GPU type k under variant v with c model chunks per rank (the chosen
+schedule's): a calibrated curve of its layers, f_{k,v,c}(n) = IntraDPSync.stage_s (one collective over each
+chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP), as a piecewise-linear term
+(`piecewise`: affine, LP epigraph or incremental binaries, chosen per curve, one binary system per stage):
+    dpi >= f_{k,v,c}(n[j]) - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - sum_{o: chunks c} u[o])   (slowest holder)
+    dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{k,v,c} f; every stage is held somewhere)
+(a condition is left out when it cannot fail: one GPU type, one variant, curves equal over chunk counts).
+Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
+    opt >= n[j] o[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),   opt >= n[j] min_{k,v} o[k,v]
 DP synchronisation is hierarchical (inside buildings, then across); the last microbatch's backward at stage 0
 hides part of it (rho = backward share of a stage's time):
     dp_exposed >= dpi + dpx - rho C0,   C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
@@ -25,6 +31,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
 from scaleacross_milp.spec.search import DPMode
 
 
@@ -55,6 +62,26 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     add_rows(m, f"{name}_bound", rows)
 
 
+def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring)."""
+    m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
+    curves = ctx.dp_sync_curves
+    holders = list(m.K) if not ctx.homogeneous else list(m.K)[:1]
+    for j in m.J:
+        terms = []
+        for k in holders:
+            gpu_type = ctx.instance.topology.building(k).gpu_type
+            for v, variant in enumerate(ctx.variants):
+                by_chunks = {c: curves[gpu_type, variant, c] for c in ctx.chunk_counts}
+                for c, points in (by_chunks.items() if len(set(by_chunks.values())) > 1 else
+                                  [(None, next(iter(by_chunks.values())))]):
+                    conditions = ([] if ctx.homogeneous else [m.y[j, k]]) + ([m.w[v]] if len(m.V) > 1 else [])
+                    if c is not None:
+                        conditions.append(sum(m.u[o] for o, opt in enumerate(ctx.options) if opt.chunks == c))
+                    terms.append(Curve(points, tuple(conditions)))
+        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi, terms)
+
+
 def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
     """C0: stage 0's time per microbatch on the fastest GPU type that could hold it (exact when homogeneous)."""
     terms = [ctx.stage_time_terms(0, k) for k in ctx.buildings]
@@ -63,9 +90,7 @@ def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
 
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     types = ctx.costs.per_gpu_type
-    _slowest_holder(m, ctx, "dpi", {
-        (g, v): types[g].dp_intra_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
-    })
+    add_intra_dp_sync(m, ctx)
     _slowest_holder(m, ctx, "opt", {
         (g, v): types[g].optimizer_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
     })
