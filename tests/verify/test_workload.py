@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.model import MoE
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -23,3 +26,21 @@ def test_dense_and_moe_stages_are_priced_apart(tiny):
     flat = [average.rank("A", r).stages[r] for r in (0, 1)]
     assert flat[0].dp_s == flat[1].dp_s
     assert dense.dp_s < flat[0].dp_s < experts.dp_s
+
+
+def test_dp_sync_is_the_cost_models_curve_at_each_chunks_real_layers(tiny):
+    # DDP reduces each model chunk's gradient buffer as one all-reduce: interleaved v=2 with 30 + 2 layers gives
+    # rank 0 two chunks of 15 layers and rank 1 two of 1, each priced at its own layer count.
+    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"}], global_batch_sequences=8)
+    stages = [{"stage": 0, "layers": 30, "cells_per_building": {"A": 2}},
+              {"stage": 1, "layers": 2, "cells_per_building": {"A": 2}}]
+    layout = Layout(shape={"tp": 4, "pp": 2, "dp": 2, "micro_batch": 1, "microbatches": 4},
+                    schedule=Schedule.interleaved, interleave=2, dp_mode=DPMode.ddp, stages=stages)
+    work = build_workload(instance, resolve(instance, layout))
+    sync = work.costs.per_gpu_type["h100"].dp_intra[DPVariant(DPMode.ddp)]
+    for rank, layers in ((0, 30), (1, 2)):
+        chunks = work.rank("A", rank).stages.values()
+        assert [c.layers for c in chunks] == [layers // 2] * 2
+        assert all(c.dp_s == pytest.approx(sync.stage_s(layers // 2)) for c in chunks)
+        assert sum(c.dp_s for c in chunks) == pytest.approx(sync.stage_s(layers, chunks=2))
+    assert sync.stage_s(15) != pytest.approx(15 * sync.stage_s(1), rel=1e-3)  # a curve, not a per-layer rate
