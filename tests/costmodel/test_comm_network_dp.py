@@ -3,10 +3,11 @@ import pytest
 from scaleacross_milp.costmodel import network
 from scaleacross_milp.costmodel.comm import AlphaBetaModel, tp_comm
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.dp import dp_cross_phases
+from scaleacross_milp.costmodel.dp import IntraDPSync, chunk_sync_s, dp_cross_phases
 from scaleacross_milp.spec.hardware import GPUType
+from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.spec.topology import Link, Transport
+from scaleacross_milp.spec.topology import Building, Link, Transport
 
 H100 = GPUType(peak_dense_tflops={"bf16": 989}, hbm_gib=80, hbm_tbyte_s=3.35, nvlink_gbyte_s=370)
 
@@ -67,3 +68,25 @@ def test_dp_cross_phases():
     assert dp_cross_phases(DPVariant(DPMode.fsdp_no_reshard), 8).grad_copies == pytest.approx(1.5)
     fsdp = dp_cross_phases(DPVariant(DPMode.fsdp), 8)
     assert (fsdp.gather_phases, fsdp.reduce_phases) == (16, 1)
+
+
+def test_stage_dp_sync_is_one_collective_per_chunk_buffer_or_one_per_layer():
+    # DDP / fsdp-no-reshard: c collectives over a chunk's n/c layers of gradients; FSDP / HSDP: n per-layer ones.
+    comm = AlphaBetaModel.from_gpu(GPUType(peak_dense_tflops={"bf16": 989}, hbm_gib=80, hbm_tbyte_s=3.35,
+                                           nvlink_gbyte_s=370, nic_gbit_s=400))
+    shape = Shape(tp=8, pp=2, dp=16, micro_batch=1, microbatches=8)
+    halls = (Building(name="a", gpus=256, gpu_type="h100"), Building(name="b", gpus=128, gpu_type="h100"))
+
+    def sync(mode: DPMode, expert: float = 0.0) -> IntraDPSync:
+        return IntraDPSync(comm, shape, halls, DPVariant(mode), 1e8, expert, 8)
+
+    ddp, fsdp = sync(DPMode.ddp), sync(DPMode.fsdp)
+    assert ddp.collective_s(1e9, 0.0) == max(
+        comm.time_s("all_reduce", "fabric", n, 1e9, 1) for n in (16, 8))  # the slower hall's DP group (16 vs 8 ranks)
+    assert ddp.stage_s(10) == pytest.approx(ddp.collective_s(1e9, 0.0))
+    assert ddp.stage_s(10, chunks=2) == pytest.approx(2 * ddp.collective_s(5e8, 0.0))
+    assert ddp.stage_s(10) < 10 * ddp.stage_s(1)  # latency paid once per buffer, not per layer
+    assert fsdp.stage_s(10) == pytest.approx(10 * fsdp.collective_s(1e8, 0.0)) == fsdp.stage_s(10, chunks=2)
+    moe = sync(DPMode.ddp, expert=3e8)
+    assert chunk_sync_s([ddp, moe]) == pytest.approx(ddp.collective_s(2e8, 3e8))
+    assert chunk_sync_s([fsdp, fsdp]) == pytest.approx(fsdp.stage_s(2))
