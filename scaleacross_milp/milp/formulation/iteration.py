@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 import pyomo.environ as pyo
 
+from scaleacross_milp.calibration.piecewise import Breakpoints
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
@@ -62,24 +64,30 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     add_rows(m, f"{name}_bound", rows)
 
 
+def _chunk_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant) -> list[tuple[int | None, Breakpoints]]:
+    """(chunks, curve) per chunk count of the options, or one (None, curve) when the chunk count changes nothing
+    (FSDP / HSDP reduce per layer)."""
+    by_chunks = {c: ctx.dp_sync_curves[gpu_type, variant, c] for c in ctx.chunk_counts}
+    if len(set(by_chunks.values())) == 1:
+        return [(None, by_chunks[ctx.chunk_counts[0]])]
+    return list(by_chunks.items())
+
+
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring)."""
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
-    curves = ctx.dp_sync_curves
-    holders = list(m.K) if not ctx.homogeneous else list(m.K)[:1]
+    holders = list(m.K)[:1] if ctx.homogeneous else list(m.K)
     for j in m.J:
-        terms = []
+        curves = []
         for k in holders:
-            gpu_type = ctx.instance.topology.building(k).gpu_type
+            held = [] if ctx.homogeneous else [m.y[j, k]]
             for v, variant in enumerate(ctx.variants):
-                by_chunks = {c: curves[gpu_type, variant, c] for c in ctx.chunk_counts}
-                for c, points in (by_chunks.items() if len(set(by_chunks.values())) > 1 else
-                                  [(None, next(iter(by_chunks.values())))]):
-                    conditions = ([] if ctx.homogeneous else [m.y[j, k]]) + ([m.w[v]] if len(m.V) > 1 else [])
-                    if c is not None:
-                        conditions.append(sum(m.u[o] for o, opt in enumerate(ctx.options) if opt.chunks == c))
-                    terms.append(Curve(points, tuple(conditions)))
-        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi, terms)
+                chosen = [m.w[v]] if len(m.V) > 1 else []
+                for chunks, points in _chunk_curves(ctx, ctx.instance.topology.building(k).gpu_type, variant):
+                    schedule = [] if chunks is None else [
+                        sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == chunks)]
+                    curves.append(Curve(points, (*held, *chosen, *schedule)))
+        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi, curves)
 
 
 def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
