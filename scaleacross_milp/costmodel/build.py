@@ -147,7 +147,9 @@ def _gpu_costs(
     optimizer: dict[DPVariant, float] = {}
     dp_intra: dict[DPVariant, IntraDPSync] = {}
     gather: dict[DPVariant, float] = {}
-    buildings = tuple(bd for bd in instance.topology.buildings if bd.gpu_type == gpu_name)
+    # buildings of the type that price a collective alike, once each
+    buildings = tuple({(bd.gpus, bd.pod_gpus, bd.oversubscription): bd
+                       for bd in instance.topology.buildings if bd.gpu_type == gpu_name}.values())
     for v in variants:
         if v.mode is DPMode.ddp:
             owned = d_gpu + e_gpu

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from scaleacross_milp.costmodel.comm import Collective, CollectiveModel, Tier
 from scaleacross_milp.costmodel.costs import DPVariant
@@ -146,12 +147,18 @@ class IntraDPSync:
         return max(dp_intra_collective_s(self.comm, self.shape, bd, self.variant, dense_grad_bytes,
                                          expert_grad_bytes, self.nvlink_domain_gpus) for bd in self.buildings)
 
+    @cached_property
+    def layer_s(self) -> float:
+        """t(d, e): the collective of one layer's gradients."""
+        return self.collective_s(self.dense_grad_bytes_per_layer, self.expert_grad_bytes_per_layer)
+
     def stage_s(self, layers: float, chunks: int = 1) -> float:
         """n t(d, e) in per-layer units, else c t(n d / c, n e / c) (n = `layers`, c = `chunks`)."""
-        d, e = self.dense_grad_bytes_per_layer, self.expert_grad_bytes_per_layer
         if self.per_layer_units:
-            return layers * self.collective_s(d, e)
-        return chunks * self.collective_s(layers / chunks * d, layers / chunks * e)
+            return layers * self.layer_s
+        share = layers / chunks
+        return chunks * self.collective_s(share * self.dense_grad_bytes_per_layer,
+                                          share * self.expert_grad_bytes_per_layer)
 
 
 def chunk_sync_s(layers: Sequence[IntraDPSync]) -> float:
@@ -159,6 +166,6 @@ def chunk_sync_s(layers: Sequence[IntraDPSync]) -> float:
     kinds, e.g. dense and MoE): their sum in per-layer units, else one collective over their summed bytes."""
     first = layers[0]
     if first.per_layer_units:
-        return sum(layer.stage_s(1) for layer in layers)
+        return sum(layer.layer_s for layer in layers)
     return first.collective_s(sum(layer.dense_grad_bytes_per_layer for layer in layers),
                               sum(layer.expert_grad_bytes_per_layer for layer in layers))

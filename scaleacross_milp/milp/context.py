@@ -86,29 +86,37 @@ class ShapeContext:
         return sorted({o.chunks for o in self.options})
 
     @cached_property
-    def dp_sync_curves(self) -> dict[tuple[str, DPVariant, int], Breakpoints]:
-        """(GPU type, variant, chunks) -> breakpoints of a stage's exposed intra-building DP time over its layers
-        n (`IntraDPSync.stage_s`), at integers 1..L-p+1 with chords within 1 % (exact at the breakpoints): the
-        MILP's piecewise-linear term and what its bounds read."""
-        most = max(2, self.instance.model_spec.layers - self.shape.pp + 1)
-        return {
-            (name, variant, chunks): breakpoints(lambda n, s=gpu.dp_intra[variant], c=chunks: s.stage_s(n, c),
-                                                 1, most, integer=True)
-            for name, gpu in self.costs.per_gpu_type.items()
-            for variant in self.variants
-            for chunks in self.chunk_counts
-        }
+    def _dp_sync_curves(self) -> dict[tuple[str, DPVariant, int], Breakpoints]:
+        return {}
+
+    def dp_sync_curve(self, gpu_type: str, variant: DPVariant, chunks: int) -> Breakpoints:
+        """Breakpoints of a stage's exposed intra-building DP time over its layers n (`IntraDPSync.stage_s` with
+        `chunks` model chunks per rank), at integers 1..L-p+1 with chords within 1 % (exact at the breakpoints):
+        the MILP's piecewise-linear term and what its bounds read. Built on first use; one curve for every chunk
+        count when the variant reduces per layer."""
+        sync = self.costs.per_gpu_type[gpu_type].dp_intra[variant]
+        key = (gpu_type, variant, 1 if sync.per_layer_units else chunks)
+        if key not in self._dp_sync_curves:
+            most = max(2, self.instance.model_spec.layers - self.shape.pp + 1)
+            self._dp_sync_curves[key] = breakpoints(lambda n: sync.stage_s(n, key[2]), 1, most, integer=True)
+        return self._dp_sync_curves[key]
+
+    @cached_property
+    def _dp_sync_floors(self) -> dict[tuple[DPVariant, int], np.ndarray]:
+        return {}
 
     def dp_sync_floor_s(self, variant: DPVariant, chunks: int, layers: np.ndarray) -> np.ndarray:
-        """The least the MILP's dpi can be when some stage holds at least `layers` layers (each entry) on a GPU
-        type of the shape's buildings: min over those types and over n >= layers of the interpolant."""
-        types = {self.instance.topology.building(k).gpu_type for k in self.buildings}
+        """The least the MILP's dpi can be when some stage holds at least `layers` layers (integers, each entry) on
+        a GPU type of the shape's buildings: min over those types and over integers n >= layers of the
+        interpolant (a table over 1..L-p+1, built on first use)."""
         most = self.instance.model_spec.layers - self.shape.pp + 1
-        counts = np.arange(1, most + 1)
-        values = np.min([np.interp(counts, curve.x, curve.y) for g in types
-                         for curve in [self.dp_sync_curves[g, variant, chunks]]], axis=0)
-        at_least = np.minimum.accumulate(values[::-1])[::-1]
-        return at_least[np.clip(np.asarray(layers, dtype=int), 1, most) - 1]
+        if (variant, chunks) not in self._dp_sync_floors:
+            counts = np.arange(1, most + 1)
+            types = {self.instance.topology.building(k).gpu_type for k in self.buildings}
+            values = np.min([np.interp(counts, curve.x, curve.y) for gpu_type in types
+                             for curve in [self.dp_sync_curve(gpu_type, variant, chunks)]], axis=0)
+            self._dp_sync_floors[variant, chunks] = np.minimum.accumulate(values[::-1])[::-1]
+        return self._dp_sync_floors[variant, chunks][np.clip(np.asarray(layers, dtype=int), 1, most) - 1]
 
     @property
     def backward_share(self) -> float:

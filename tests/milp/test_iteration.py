@@ -23,7 +23,7 @@ def test_ddp_sync_is_the_calibrated_curve_at_the_chosen_layers(tiny):
     ctx = shape_context(instance, Shape(tp=4, pp=2, dp=2, micro_batch=1, microbatches=4),
                         route_table(instance.topology))
     sync = ctx.costs.per_gpu_type["h100"].dp_intra[ctx.variants[0]]
-    curves = {c: ctx.dp_sync_curves["h100", ctx.variants[0], c] for c in (1, 2)}
+    curves = {c: ctx.dp_sync_curve("h100", ctx.variants[0], c) for c in (1, 2)}
     assert all(formulation(points) == "incremental" for points in curves.values())
     assert sync.stage_s(16) > 16 * sync.stage_s(1)  # one collective over the buffer is not 16 per-layer ones
 

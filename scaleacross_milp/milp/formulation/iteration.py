@@ -67,7 +67,7 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
 def _chunk_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant) -> list[tuple[int | None, Breakpoints]]:
     """(chunks, curve) per chunk count of the options, or one (None, curve) when the chunk count changes nothing
     (FSDP / HSDP reduce per layer)."""
-    by_chunks = {c: ctx.dp_sync_curves[gpu_type, variant, c] for c in ctx.chunk_counts}
+    by_chunks = {c: ctx.dp_sync_curve(gpu_type, variant, c) for c in ctx.chunk_counts}
     if len(set(by_chunks.values())) == 1:
         return [(None, by_chunks[ctx.chunk_counts[0]])]
     return list(by_chunks.items())
