@@ -1,11 +1,12 @@
 """Iteration time: the objective.
 
-Intra-building DP sync of stage j on GPU type k under variant v with c model chunks per rank (the chosen
-schedule's): a calibrated curve of its layers, f_{k,v,c}(n) = IntraDPSync.stage_s (one collective over each
+Intra-building DP sync of stage j on GPU type g under variant v with c model chunks per rank (the chosen
+schedule's): a calibrated curve of its layers, f_{g,v,c}(n) = IntraDPSync.stage_s (one collective over each
 chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP), as a piecewise-linear term
 (`piecewise`: affine, LP epigraph or incremental binaries, chosen per curve, one binary system per stage):
-    dpi >= f_{k,v,c}(n[j]) - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - sum_{o: chunks c} u[o])   (slowest holder)
-    dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{k,v,c} f; every stage is held somewhere)
+    dpi >= f_{g,v,c}(n[j]) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o: chunks c} u[o])   (slowest holder)
+    H[j,g] >= y[j,k] for the buildings k of GPU type g,  0 <= H <= 1   (H = 1 when a building of type g holds j)
+    dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{g,v,c} f; every stage is held somewhere)
 (a condition is left out when it cannot fail: one GPU type, one variant, curves equal over chunk counts).
 Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
     opt >= n[j] o[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),   opt >= n[j] min_{k,v} o[k,v]
@@ -76,14 +77,18 @@ def _chunk_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant) -> list[
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring)."""
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
-    holders = list(m.K)[:1] if ctx.homogeneous else list(m.K)
+    gpu_type = {k: ctx.instance.topology.building(k).gpu_type for k in m.K}
+    types = sorted(set(gpu_type.values()))
+    if not ctx.homogeneous:
+        m.dpi_held = pyo.Var(m.J, types, bounds=(0.0, 1.0))
+        m.dpi_held_bound = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.dpi_held[j, gpu_type[k]] >= m.y[j, k])
     for j in m.J:
         curves = []
-        for k in holders:
-            held = [] if ctx.homogeneous else [m.y[j, k]]
+        for g in types:
+            held = [] if ctx.homogeneous else [m.dpi_held[j, g]]
             for v, variant in enumerate(ctx.variants):
                 chosen = [m.w[v]] if len(m.V) > 1 else []
-                for chunks, points in _chunk_curves(ctx, ctx.instance.topology.building(k).gpu_type, variant):
+                for chunks, points in _chunk_curves(ctx, g, variant):
                     schedule = [] if chunks is None else [
                         sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == chunks)]
                     curves.append(Curve(points, (*held, *chosen, *schedule)))
