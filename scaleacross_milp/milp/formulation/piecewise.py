@@ -1,6 +1,6 @@
 """Piecewise-linear lower bounds lhs >= f_c(x) for curves c given by breakpoints (HiGHS has no SOS constraints).
 
-A curve applies when every binary expression b in its conditions is 1; M_c = max_i f_c(x_i) (lhs >= 0, and
+A curve applies when every condition b in [0, 1] it carries is 1; M_c = max_i f_c(x_i) (lhs >= 0, and
 the interpolant never exceeds its largest breakpoint value on [x_0, x_S], the range x must stay in) relaxes it:
     R_c = M_c sum_b (1 - b)
 Each curve's formulation is chosen from its breakpoints (`formulation`):
@@ -36,7 +36,8 @@ SAME_REL = 1e-9
 
 @dataclass(frozen=True)
 class Curve:
-    """lhs >= the interpolant of `points` at x, when every binary expression in `conditions` is 1."""
+    """lhs >= the interpolant of `points` at x, when every expression in `conditions` is 1 (each lies in [0, 1]:
+    a binary, a sum of one-hot binaries, or a variable that such binaries force to 1)."""
 
     points: Breakpoints
     conditions: tuple = ()
