@@ -28,7 +28,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.iteration import gather_passes
-from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes
+from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
 from scaleacross_milp.spec.search import DPMode
 
 
@@ -147,33 +147,53 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
-def crossing_floors_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[float, float]:
-    """(PP, DP): what crossing buildings adds at least, when no stage is split over buildings and when some is.
+def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
+                            variant: DPVariant) -> list[tuple[float, float]]:
+    """(PP, DP) pairs, one per kind of layout, such that every layout pays at least PP in pipeline sends and
+    latency and DP in cross-building DP time (`dpx`) for one of them: T >= ... + min over pairs of
+    PP + max(0, E + DP), E the intra-building DP time left after overlap.
 
-    With no stage split, the stages need the fewest buildings B whose whole-stage room sum_k floor(cells_k / D)
-    reaches p, so at least B - 1 boundaries move all D cells to another building: each carries A chi_o D GB per
-    microbatch both ways on the fill and drain path (`fill_sends`, at the fastest link's c eta) and costs
-    2 chi_o lambda_min of latency. With a split stage j, its holder t with the fewest cells receives the other
-    owners' shares and its own reductions, at least max(min(G_v, Q_v), G_v / 2) grad_j GB over its links (at most
-    their summed c eta), and dpx >= 2 lambda_min; grad_j >= one granule of layers."""
+    Follow the D pipelines (chains of cells, stage 0 to p - 1). Say the whole (unsplit) stages sit in r buildings.
+    Every chain passes through all of them, so it crosses at least r - 1 distinct links (the links its routes use
+    connect r buildings); each traversal sends A chi_o GB both ways on the fill and drain path (`fill_sends`, at
+    the link's best c eta) and the boundaries it crosses cost 2 chi_o lambda each, so
+        PP(r) = D sum_{r-1 cheapest links} 2 A chi_o / (c eta)_l + 2 chi_o sum_{r-1 smallest} lambda_l.
+    Whole stages fit in r buildings only W(r) times (sum of the r largest floor(cells_k / D)); the fewest buildings
+    holding all p is B. With no stage split, r >= B: (PP(B), 0). Otherwise, for r < B, at least
+    s = max(1, p - W(r)) stages are split; a split stage j held by h >= 2 buildings moves (G_v + Q_v)(h - 1) S_j
+    GB over the links (`traffic`: S_j the stage's gradient GB at the average layer count), and dpx >= dp[a] /
+    (c eta)_a on every arc, so dpx >= sum_a dp[a] / sum_a (c eta)_a >= s (G_v + Q_v) S_min / (2 sum_l (c eta)_l);
+    its minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_min over its links, and dpx >= 2 lambda_min:
+    (PP(r), max of these)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
-    links = ctx.routes.links
-    if len(ctx.buildings) < 2 or not links:
-        return 0.0, 0.0
-    speed = [max(ctx.efficiency[i, t] for t in link.transports) * link.capacity_byte_s / GB
-             for i, link in enumerate(links)]
-    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
-    latency = min(ctx.routes.latency_s.values())
-    whole = sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells for k in ctx.buildings),
-                   reverse=True)
-    needed = int(np.searchsorted(np.cumsum(whole), p)) + 1 if sum(whole) >= p else math.inf
+    routes = ctx.routes
+    used = sorted({i for arcs in routes.arcs.values() for i, _ in arcs})
+    if len(ctx.buildings) < 2 or not used:
+        return [(0.0, 0.0)]
+    links = [routes.links[i] for i in used]
+    speed = np.array([max(ctx.efficiency[i, t] for t in routes.links[i].transports)
+                      * routes.links[i].capacity_byte_s / GB for i in used])
     chi = option.boundary_crossings
-    per_crossing = 2 * chi * latency + 2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi * cells / max(speed)
-    pp = (needed - 1) * per_crossing if p > 1 else (0.0 if needed == 1 else math.inf)
+    per_chain = np.cumsum(np.sort(2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi / speed))
+    latency = np.cumsum(np.sort([2 * chi * link.one_way_latency_s for link in links]))
+
+    def pp(r: int) -> float:
+        hops = min(r - 1, len(links))
+        return 0.0 if hops <= 0 else float(cells * per_chain[hops - 1] + latency[hops - 1])
+
+    whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
+                              for k in ctx.buildings), reverse=True))
+    needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
     gather, reduce = cross_volumes(ctx, ctx.variants.index(variant))
-    grad = option.layer_granularity * ctx.costs.grad_bytes_per_layer_per_cell / GB
-    dp = max(2 * latency, max(min(gather, reduce), gather / 2) * grad / into)
-    return pp, dp
+    stage_gb = min(stage_grad_gb(ctx, j) for j in range(p))
+    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
+    lam = 2 * min(routes.latency_s.values())
+    alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []
+    for r in range(min(needed, len(whole) + 1)):
+        split = max(1, p - (int(whole[r - 1]) if r else 0))
+        volume = split * (gather + reduce) * stage_gb / (2 * speed.sum())
+        alternatives.append((pp(r), max(lam, volume, max(min(gather, reduce), gather / 2) * stage_gb / into)))
+    return alternatives
 
 
 def layer_caps(ctx: ShapeContext, cycles: np.ndarray) -> np.ndarray:
@@ -266,7 +286,7 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
     gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is rho C0 with
     C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
-    X = min(PP + max(0, E), max(0, E + DP)) with E = dpi_v - rho C0(n0) and (PP, DP) of `crossing_floors_s`."""
+    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E = dpi_v - rho C0(n0)."""
     p, layers, rho = ctx.shape.pp, ctx.instance.model_spec.layers, ctx.backward_share
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -284,8 +304,8 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
         dpi = largest * min(gpu.dp_intra_s_per_layer[variant] for gpu in types)
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         exposed = dpi - rho * (tau * n0 + e_first)
-        pp_cross, dp_cross = crossing_floors_s(ctx, option, variant)
-        crossing = np.minimum(pp_cross + np.maximum(0.0, exposed), np.maximum(0.0, exposed + dp_cross))
+        crossing = np.min([pp + np.maximum(0.0, exposed + dp)
+                           for pp, dp in crossing_alternatives_s(ctx, option, variant)], axis=0)
         bound = opt + crossing + pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms)
         best = min(best, float(bound.min()))
     return best
