@@ -11,6 +11,7 @@ from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.bounds import (
     admissible_pairs,
     attainable_options,
+    crossing_alternatives_s,
     first_gather_floors_s,
     first_stage_lower_bound_s,
     layer_caps,
@@ -18,6 +19,7 @@ from scaleacross_milp.milp.bounds import (
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
 from scaleacross_milp.milp.highs import solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
@@ -152,3 +154,24 @@ def test_the_first_gather_floor_is_the_deepest_stages_exposure(tiny):
     fits = n0 >= 32 - most
     assert capped[fits] == pytest.approx(expected[fits], rel=1e-6)
     assert np.all(capped[~fits] > (32 - n0[~fits]) * gather)
+
+
+def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
+    # Two halls with room for one whole stage each (2 cells of 8 GPUs), one link. Whole stages: every pipeline
+    # crosses the link once (D = 2 chains, both directions, plus the boundary's latency both ways). With no whole
+    # stage both stages are split, with one whole stage the other is: each pays (G + Q) S over the link's two arcs.
+    option = next(o for o in two_halls.options if o.schedule is Schedule.one_f_one_b)
+    variant = two_halls.variants[0]
+    link = two_halls.routes.links[0]
+    speed = max(two_halls.efficiency[0, t] for t in link.transports) * link.capacity_byte_s / GB
+    per_chain = 2 * two_halls.costs.p2p_bytes / GB / speed
+    gather, reduce = cross_volumes(two_halls, 0)
+    stage_gb = min(stage_grad_gb(two_halls, j) for j in range(2))
+    latency = 2 * link.one_way_latency_s
+
+    def split(stages: int) -> float:
+        return max(latency, stages * (gather + reduce) * stage_gb / (2 * speed),
+                   max(min(gather, reduce), gather / 2) * stage_gb / speed)
+
+    assert crossing_alternatives_s(two_halls, option, variant) == pytest.approx(
+        [(2 * per_chain + latency, 0.0), (0.0, split(2)), (0.0, split(1))])
