@@ -29,7 +29,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.iteration import gather_passes
-from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes
+from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
 from scaleacross_milp.spec.search import DPMode
 
 
@@ -148,66 +148,166 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
-def crossing_floors_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[float, float]:
-    """(PP, DP): what crossing buildings adds at least, when no stage is split over buildings and when some is.
+def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
+                            variant: DPVariant) -> list[tuple[float, float]]:
+    """(PP, DP) pairs, one per kind of layout, such that every layout pays at least PP in pipeline sends and
+    latency and DP in cross-building DP time (`dpx`) for one of them: T >= ... + min over pairs of
+    PP + max(0, E + DP), E the intra-building DP time left after overlap.
 
-    With no stage split, the stages need the fewest buildings B whose whole-stage room sum_k floor(cells_k / D)
-    reaches p, so at least B - 1 boundaries move all D cells to another building: each carries A chi_o D GB per
-    microbatch both ways on the fill and drain path (`fill_sends`, at the fastest link's c eta) and costs
-    2 chi_o lambda_min of latency. With a split stage j, its holder t with the fewest cells receives the other
-    owners' shares and its own reductions, at least max(min(G_v, Q_v), G_v / 2) grad_j GB over its links (at most
-    their summed c eta), and dpx >= 2 lambda_min; grad_j >= one granule of layers."""
+    Follow the D pipelines (chains of cells, stage 0 to p - 1). Say the whole (unsplit) stages sit in r buildings.
+    Every chain passes through all of them, so it crosses at least r - 1 distinct links (the links its routes use
+    connect r buildings); each traversal sends A chi_o GB both ways on the fill and drain path (`fill_sends`, at
+    the link's best c eta) and the boundaries it crosses cost 2 chi_o lambda each, so
+        PP(r) = D sum_{r-1 cheapest links} 2 A chi_o / (c eta)_l + 2 chi_o sum_{r-1 smallest} lambda_l.
+    Whole stages fit in r buildings only W(r) times (sum of the r largest floor(cells_k / D)); the fewest buildings
+    holding all p is B. With no stage split, r >= B: (PP(B), 0). Otherwise, for r < B, at least
+    s = max(1, p - W(r)) stages are split; a split stage j held by h >= 2 buildings moves (G_v + Q_v)(h - 1) S_j
+    GB over the links (`traffic`: S_j the stage's gradient GB at the average layer count), and dpx >= dp[a] /
+    (c eta)_a on every arc, so dpx >= sum_a dp[a] / sum_a (c eta)_a >= s (G_v + Q_v) S_min / (2 sum_l (c eta)_l);
+    its minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_min over its links, and dpx >= 2 lambda_min:
+    (PP(r), max of these)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
-    links = ctx.routes.links
-    if len(ctx.buildings) < 2 or not links:
-        return 0.0, 0.0
-    speed = [max(ctx.efficiency[i, t] for t in link.transports) * link.capacity_byte_s / GB
-             for i, link in enumerate(links)]
-    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
-    latency = min(ctx.routes.latency_s.values())
-    whole = sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells for k in ctx.buildings),
-                   reverse=True)
-    needed = int(np.searchsorted(np.cumsum(whole), p)) + 1 if sum(whole) >= p else math.inf
+    routes = ctx.routes
+    used = sorted({i for arcs in routes.arcs.values() for i, _ in arcs})
+    if len(ctx.buildings) < 2 or not used:
+        return [(0.0, 0.0)]
+    links = [routes.links[i] for i in used]
+    speed = np.array([max(ctx.efficiency[i, t] for t in routes.links[i].transports)
+                      * routes.links[i].capacity_byte_s / GB for i in used])
     chi = option.boundary_crossings
-    per_crossing = 2 * chi * latency + 2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi * cells / max(speed)
-    pp = (needed - 1) * per_crossing if p > 1 else (0.0 if needed == 1 else math.inf)
+    per_chain = np.cumsum(np.sort(2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi / speed))
+    latency = np.cumsum(np.sort([2 * chi * link.one_way_latency_s for link in links]))
+
+    def pp(r: int) -> float:
+        hops = min(r - 1, len(links))
+        return 0.0 if hops <= 0 else float(cells * per_chain[hops - 1] + latency[hops - 1])
+
+    whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
+                              for k in ctx.buildings), reverse=True))
+    needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
     gather, reduce = cross_volumes(ctx, ctx.variants.index(variant))
-    grad = option.layer_granularity * ctx.costs.grad_bytes_per_layer_per_cell / GB
-    dp = max(2 * latency, max(min(gather, reduce), gather / 2) * grad / into)
-    return pp, dp
+    stage_gb = min(stage_grad_gb(ctx, j) for j in range(p))
+    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
+    lam = 2 * min(routes.latency_s.values())
+    alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []
+    for r in range(min(needed, len(whole) + 1)):
+        split = max(1, p - (int(whole[r - 1]) if r else 0))
+        volume = split * (gather + reduce) * stage_gb / (2 * speed.sum())
+        alternatives.append((pp(r), max(lam, volume, max(min(gather, reduce), gather / 2) * stage_gb / into)))
+    return alternatives
+
+
+def layer_caps(ctx: ShapeContext, cycles: np.ndarray) -> np.ndarray:
+    """Most layers stage j can hold when the cycle is at most cycles[i]: Cst[j] = tau_k n[j] + e[j,k] <= cycle on
+    the best GPU type for j's position (first, between, last), i.e. max_t floor((c - e_t) / tau_t); shape (N, p)."""
+    p = ctx.shape.pp
+    positions = [0] + [1] * max(p - 2, 0) + ([2] if p > 1 else [])
+    c = np.asarray(cycles, dtype=float)[:, None]
+    return np.max([np.floor((c - np.array([fixed[q] for q in positions])[None, :]) / tau + 1e-9)
+                   for tau, _, fixed in _speed_groups(ctx)], axis=0)
+
+
+def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: float, grain: int = 1,
+                          rooms: np.ndarray | None = None, caps: np.ndarray | None = None) -> np.ndarray:
+    """For each n0 (layers of stage 0), the least `gather0` any layer split with n[0] = n0 allows.
+
+    The MILP's rows (formulation.iteration): gather0 >= n[0] g and, for j > 0,
+    gather0 >= n[j] g - (sum_{i<j} n[i] tauF + j p2p + eF) (g: the variant's least gather time per layer, tauF,
+    p2p, eF: the fastest forward per layer, intra-building send and embedding forward). Under gather0 <= X stage j
+    holds at most h_j(X) = floor((X + head_j) / g) layers, a multiple of `grain`, at most `rooms`[j] (HBM) and
+    caps[i, j] (the cycle, `layer_caps`); filling each stage to h_j maximises every later head start, so X is
+    feasible iff those stages hold L layers with none below `grain` (filling past L only relaxes this). Bisection
+    on X (feasibility grows with X) returns its low end, so the floor is never above the least X."""
+    p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
+    n0 = np.asarray(first_layers, dtype=float)
+    if gather <= 0:
+        return np.zeros_like(n0)
+    most = layers - p + 1
+    limit = np.full((len(n0), p), float(most)) if caps is None else np.minimum(caps, most)
+    if rooms is not None:
+        limit = np.minimum(limit, rooms[None, :])
+    fastest = [ctx.gpu(k) for k in ctx.buildings]
+    tau_f = min(gpu.layer.forward_s for gpu in fastest)
+    send = min(gpu.p2p_intra_s for gpu in fastest) if p > 1 else 0.0
+    embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
+
+    def feasible(budget: np.ndarray) -> np.ndarray:
+        held, ok = n0.copy(), np.ones_like(n0, dtype=bool)
+        for j in range(1, p):
+            head = held * tau_f + j * send + embedding
+            n_j = np.minimum(np.floor((budget + head) / gather + 1e-9), limit[:, j]) // grain * grain
+            ok &= n_j >= grain
+            held = held + np.maximum(n_j, 0.0)
+        return ok & (held >= layers)
+
+    low, high = n0 * gather, n0 * gather + layers * gather
+    for _ in range(50):
+        mid = (low + high) / 2
+        fits = feasible(mid)
+        high, low = np.where(fits, mid, high), np.where(fits, low, mid)
+    return np.maximum(low, n0 * gather)
+
+
+CYCLE_STEPS = 3
+"""Cycles c(n0) + i tau_min, i < CYCLE_STEPS, at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
+
+
+def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
+                           cycles: np.ndarray, rooms: np.ndarray) -> np.ndarray:
+    """P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time f(c) = m c + beta_o max(0, S - c) (growing
+    with c, as m >= beta_o) plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by
+    `layer_caps`(c), shrinking with c). With c_i = c(n0) + i tau_min, on [c_i, c_{i+1}) the caps are at most those
+    of c_{i+1}, so P >= min( min_{i < CYCLE_STEPS} f(c_i) + F(n0, c_{i+1}), f(c_CYCLE_STEPS) + F(n0, no caps) )."""
+    mb, grain = ctx.shape.microbatches, option.layer_granularity
+    total, _ = stage_floors_s(ctx)
+    beta = option.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer)
+    types = [ctx.gpu(k) for k in ctx.buildings]
+    step = min(gpu.layer.total_s for gpu in types)
+
+    def pipeline(c: np.ndarray) -> np.ndarray:
+        return mb * c + beta * np.maximum(0.0, total - c)
+
+    if variant.mode is DPMode.ddp:
+        return pipeline(cycles)
+    gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
+
+    def gathers(caps: np.ndarray | None) -> np.ndarray:
+        return first_gather_floors_s(ctx, first_layers, gather, grain, rooms, caps)
+
+    best = pipeline(cycles + CYCLE_STEPS * step) + gathers(None)
+    for i in range(CYCLE_STEPS):
+        best = np.minimum(best, pipeline(cycles + i * step) + gathers(layer_caps(ctx, cycles + (i + 1) * step)))
+    return best
 
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
     """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
     some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so cycle >= c(n0) =
     max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and opt_v >= N(n0) o_v;
-    stage 0's first gather takes n0 g_v; DP overlap is rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's
-    `first_stage_floor`. Since m c + beta max(0, S - c) grows with c (m >= beta),
-        T >= min_n0 [ opt_v + n0 g_v + m c(n0) + beta_o max(0, S - c(n0)) + X(n0) ],
-    X = min(PP + max(0, E), max(0, E + DP)) with E = dpi_v - rho C0(n0) and (PP, DP) of `crossing_floors_s`."""
-    p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
+    the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is rho C0 with
+    C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of `pipeline_and_gathers_s`,
+        T >= min_n0 [ opt_v + P(n0) + X(n0) ],
+    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E = dpi_v - rho C0(n0)."""
+    p, layers, rho = ctx.shape.pp, ctx.instance.model_spec.layers, ctx.backward_share
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
     e_first = min(ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
-    total, _ = stage_floors_s(ctx)
-    layer, rho = ctx.gpu(ctx.buildings[0]).layer, ctx.backward_share
     best = math.inf
     for option, variant in pairs:
         grain = option.layer_granularity
         n0 = np.arange(grain, layers - (p - 1) * grain + 1, grain, dtype=float)
         rest = np.ceil((layers - n0) / (p - 1)) if p > 1 else np.zeros_like(n0)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
-        c = np.maximum(cycle_floors_s(ctx, n0, grain, stage_rooms(ctx, option, variant)),
+        rooms = stage_rooms(ctx, option, variant)
+        c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms),
                        gather_passes(variant.mode) * np.maximum(n0, rest) * gather)
-        beta = option.bubble_coefficient(layer)
         largest = np.maximum(n0, rest)
         dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         exposed = dpi - rho * (tau * n0 + e_first)
-        pp_cross, dp_cross = crossing_floors_s(ctx, option, variant)
-        crossing = np.minimum(pp_cross + np.maximum(0.0, exposed), np.maximum(0.0, exposed + dp_cross))
-        bound = (opt + (n0 * gather if variant.mode is not DPMode.ddp else 0.0) + mb * c
-                 + beta * np.maximum(0.0, total - c) + crossing)
+        crossing = np.min([pp + np.maximum(0.0, exposed + dp)
+                           for pp, dp in crossing_alternatives_s(ctx, option, variant)], axis=0)
+        bound = opt + crossing + pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms)
         best = min(best, float(bound.min()))
     return best
 

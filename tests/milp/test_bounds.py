@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.bounds import (
     admissible_pairs,
     attainable_options,
+    crossing_alternatives_s,
+    first_gather_floors_s,
     first_stage_lower_bound_s,
+    layer_caps,
     lower_bound_s,
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
 from scaleacross_milp.milp.highs import solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
@@ -74,7 +79,16 @@ def _two_halls(tiny):
     return instance, Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=4)
 
 
-@pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory])
+def _deeper_gather(tiny):
+    """FSDP-no-reshard, 1F1B, TP8 PP2 DP4 over two 32-GPU halls: 2 DP peers of a stage per hall (intra-hall
+    gathers), and a first gather per layer slower than a layer's forward, so deep stages expose theirs."""
+    halls = [{**hall, "gpus": 32} for hall in TWO_HALLS]
+    instance = tiny(buildings=halls, links=LINK, global_batch_sequences=16,
+                    search={"schedules": ["1f1b"], "dp_modes": ["fsdp-no-reshard"]})
+    return instance, Shape(tp=8, pp=2, dp=4, micro_batch=1, microbatches=4)
+
+
+@pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather])
 def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     # The MILP carries the first-stage bound as a row (`shape_floor`); without it, its optimum must still be at
     # or above both analytical bounds, or the row would cut off real layouts.
@@ -106,11 +120,8 @@ def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
 def test_a_deeper_stage_exposes_its_first_gather_beyond_its_head_start(tiny):
     # FSDP-no-reshard gathers each stage once, at the start; stage 1's gather hides only behind stage 0's first
     # forward (embedding, 4 layers, one send), so with 28 layers stage 1's gather is what the iteration waits for.
-    halls = [{**hall, "gpus": 32} for hall in TWO_HALLS]  # 2 DP peers of a stage per hall: an intra-hall gather
-    instance = tiny(buildings=halls, links=LINK, global_batch_sequences=16,
-                    search={"schedules": ["1f1b"], "dp_modes": ["fsdp-no-reshard"]})
-    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=4, micro_batch=1, microbatches=4),
-                        route_table(instance.topology))
+    instance, shape = _deeper_gather(tiny)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
     model = build_model(ctx)
     model.shape_floor.deactivate()
     model.n[0].fix(4)
@@ -121,3 +132,46 @@ def test_a_deeper_stage_exposes_its_first_gather_beyond_its_head_start(tiny):
     head_start = 4 * gpu.layer.forward_s + gpu.p2p_intra_s + gpu.first_stage_extra.forward_s
     assert 28 * gather - head_start > 4 * gather
     assert model.gather0.value == pytest.approx(28 * gather - head_start, rel=1e-6)
+
+
+def test_the_first_gather_floor_is_the_deepest_stages_exposure(tiny):
+    # Two stages: with n0 layers first, stage 1 holds the other L - n0 and hides its gather only behind stage 0's
+    # first forward, so the least first-gather exposure is max(n0 g, (L - n0) g - head start) (hand computed).
+    instance, shape = _deeper_gather(tiny)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    gpu = ctx.gpu("A")
+    gather = gpu.gather_s_per_layer[ctx.variants[0]]
+    n0 = np.arange(1, 32, dtype=float)
+    expected = np.maximum(n0 * gather, (32 - n0) * gather - (
+        n0 * gpu.layer.forward_s + gpu.p2p_intra_s + gpu.first_stage_extra.forward_s))
+    assert first_gather_floors_s(ctx, n0, gather) == pytest.approx(expected, rel=1e-6)
+    # A cycle at which stage 1 holds at most K layers: n0 >= L - K splits as before; smaller n0 cannot split at
+    # all, so the floor exceeds anything a split could expose ((L - n0) g at most).
+    caps = layer_caps(ctx, np.full(len(n0), 6 * gpu.layer.total_s))
+    most = int(caps[0, 1])
+    assert 0 < most < 6
+    capped = first_gather_floors_s(ctx, n0, gather, caps=caps)
+    fits = n0 >= 32 - most
+    assert capped[fits] == pytest.approx(expected[fits], rel=1e-6)
+    assert np.all(capped[~fits] > (32 - n0[~fits]) * gather)
+
+
+def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
+    # Two halls with room for one whole stage each (2 cells of 8 GPUs), one link. Whole stages: every pipeline
+    # crosses the link once (D = 2 chains, both directions, plus the boundary's latency both ways). With no whole
+    # stage both stages are split, with one whole stage the other is: each pays (G + Q) S over the link's two arcs.
+    option = next(o for o in two_halls.options if o.schedule is Schedule.one_f_one_b)
+    variant = two_halls.variants[0]
+    link = two_halls.routes.links[0]
+    speed = max(two_halls.efficiency[0, t] for t in link.transports) * link.capacity_byte_s / GB
+    per_chain = 2 * two_halls.costs.p2p_bytes / GB / speed
+    gather, reduce = cross_volumes(two_halls, 0)
+    stage_gb = min(stage_grad_gb(two_halls, j) for j in range(2))
+    latency = 2 * link.one_way_latency_s
+
+    def split(stages: int) -> float:
+        return max(latency, stages * (gather + reduce) * stage_gb / (2 * speed),
+                   max(min(gather, reduce), gather / 2) * stage_gb / speed)
+
+    assert crossing_alternatives_s(two_halls, option, variant) == pytest.approx(
+        [(2 * per_chain + latency, 0.0), (0.0, split(2)), (0.0, split(1))])
