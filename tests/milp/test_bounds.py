@@ -173,5 +173,8 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
         return max(latency, stages * (gather + reduce) * stage_gb / (2 * speed),
                    max(min(gather, reduce), gather / 2) * stage_gb / speed)
 
-    assert crossing_alternatives_s(two_halls, option, variant) == pytest.approx(
-        [(2 * per_chain + latency, 0.0), (0.0, split(2)), (0.0, split(1))])
+    expected = [(2 * per_chain + latency, 0.0), (0.0, split(2)), (0.0, split(1))]
+    alternatives = crossing_alternatives_s(two_halls, option, variant)
+    assert len(alternatives) == len(expected)
+    for got, want in zip(alternatives, expected, strict=True):
+        assert got == pytest.approx(want)
