@@ -241,7 +241,7 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
         return ok & (held >= layers)
 
     low, high = n0 * gather, n0 * gather + layers * gather
-    for _ in range(50):
+    for _ in range(BISECTIONS):
         mid = (low + high) / 2
         fits = feasible(mid)
         high, low = np.where(fits, mid, high), np.where(fits, low, mid)
@@ -249,6 +249,8 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
 
 
 CYCLE_STEPS = 3
+BISECTIONS = 32
+"""Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^32 of the least X."""
 """Cycles c(n0) + i tau_min, i < CYCLE_STEPS, at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
 
 
@@ -271,13 +273,11 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         return pipeline(cycles)
     gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
 
-    def gathers(caps: np.ndarray | None) -> np.ndarray:
-        return first_gather_floors_s(ctx, first_layers, gather, grain, rooms, caps)
-
-    best = pipeline(cycles + CYCLE_STEPS * step) + gathers(None)
-    for i in range(CYCLE_STEPS):
-        best = np.minimum(best, pipeline(cycles + i * step) + gathers(layer_caps(ctx, cycles + (i + 1) * step)))
-    return best
+    n = len(cycles)
+    steps = [cycles + (i + 1) * step for i in range(CYCLE_STEPS)]
+    caps = np.vstack([layer_caps(ctx, c) for c in steps] + [np.full((n, ctx.shape.pp), np.inf)])
+    floors = first_gather_floors_s(ctx, np.tile(first_layers, CYCLE_STEPS + 1), gather, grain, rooms, caps)
+    return np.min([pipeline(cycles + i * step) + floors[i * n:(i + 1) * n] for i in range(CYCLE_STEPS + 1)], axis=0)
 
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
