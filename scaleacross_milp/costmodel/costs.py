@@ -66,8 +66,8 @@ class GPUCosts:
     """One all-gather of one layer's parameters over the shard group inside the building (FSDP / HSDP; 0 for DDP):
     what each forward and backward pass waits for under reshard-after-forward."""
     dp_intra: dict[DPVariant, IntraDPSync]
-    """CHANGED (was a time per layer): intra-building DP synchronisation per step under each variant that is not
-    hidden behind compute, as a function of a stage's layers (`IntraDPSync.stage_s`: one collective over a
+    """Intra-building DP synchronisation per step under each variant that is not hidden behind compute, as a
+    function of a stage's layers (`IntraDPSync.stage_s`: one collective over a
     chunk's whole gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP; hierarchical
     algorithms; pods and oversubscription of the type's buildings)."""
 

@@ -9,9 +9,9 @@ Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pi
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
 cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
     T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho C0) + opt,
-and dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's piecewise-linear DP term, context.dp_sync_floor_s),
-opt >= ceil(L/p) min_k o[k,v] (some stage holds ceil(L/p) layers). The right
-side grows with SC, so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
+and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
+piecewise-linear DP term, context.dp_sync_floor_s) and opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
+so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
     T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [... - rho min(c, S)] + dpi_v),
 with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
 holds at least the option's granularity g_o of layers).
@@ -299,9 +299,8 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
         rest = np.ceil((layers - n0) / (p - 1)) if p > 1 else np.zeros_like(n0)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
         rooms = stage_rooms(ctx, option, variant)
-        c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms),
-                       gather_passes(variant.mode) * np.maximum(n0, rest) * gather)
         largest = np.maximum(n0, rest)
+        c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms), gather_passes(variant.mode) * largest * gather)
         dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         exposed = dpi - rho * (tau * n0 + e_first)
