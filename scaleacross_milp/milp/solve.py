@@ -7,8 +7,10 @@ buildings are excluded by necessary conditions, never by guesses.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from scaleacross_milp.milp.bounds import (
@@ -113,9 +115,11 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
 
 @dataclass
 class ShapeSearch:
-    """Branch and bound over shapes sorted by analytical bound. Phase 1 builds the first shapes' MILPs and solves
-    their named patterns for incumbents; phase 2 solves each shape's full MILP with the incumbent as cutoff, skipping
-    shapes whose bound cannot beat it by more than the gap."""
+    """Best-first branch and bound over shapes. A shape's bound starts as its screening bound and is sharpened
+    (`first_stage_lower_bound_s`) only when it reaches the front of the queue, so shapes are taken in order of
+    sharpened bound while only the few near the front pay for sharpening. Phase 1 solves the front shapes' named
+    patterns for incumbents; phase 2 solves each shape's full MILP with the incumbent as cutoff. A shape whose bound
+    cannot beat the incumbent by more than the gap ends the search: every shape behind it is worse."""
 
     candidates: list[tuple[float, ShapeContext]]
     start: float
@@ -124,12 +128,16 @@ class ShapeSearch:
     threads: int | None
     incumbent: float = math.inf
     best: tuple | None = None
-    shape_bounds: list[float] = field(default_factory=list)
-    solved: int = 0
+    bounds: list[float] = field(default_factory=list)
+    sharpened: set[int] = field(default_factory=set)
+    solved: set[int] = field(default_factory=set)
     out_of_time: bool = False
     build_s: float = 0.0
     solver_s: float = 0.0
     models: dict[int, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.bounds = [lower for lower, _ in self.candidates]
 
     def remaining(self) -> float:
         return self.limit - (time.perf_counter() - self.start)
@@ -137,8 +145,23 @@ class ShapeSearch:
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
 
+    def best_first(self) -> Iterator[int]:
+        """Unsolved shapes in order of sharpened bound while they are promising; a shape's bound is sharpened when
+        its current bound is the smallest left (sharpening only raises it, so the order stays exact)."""
+        queue = [(self.bounds[i], i) for i in range(len(self.candidates)) if i not in self.solved]
+        heapq.heapify(queue)
+        while queue and self.promising(queue[0][0]):
+            lower, i = heapq.heappop(queue)
+            if i in self.sharpened:
+                yield i
+                continue
+            ctx = self.candidates[i][1]
+            self.bounds[i] = max(lower, first_stage_lower_bound_s(ctx, admissible_pairs(ctx)))
+            self.sharpened.add(i)
+            heapq.heappush(queue, (self.bounds[i], i))
+
     def model(self, i: int):
-        """Shape i's MILP, built once."""
+        """Shape i's MILP, built once and dropped after its full solve (`best` keeps the incumbent's)."""
         if i not in self.models:
             built = time.perf_counter()
             self.models[i] = build_model(self.candidates[i][1])
@@ -166,28 +189,26 @@ class ShapeSearch:
                     self.solve(i, min(self.remaining(), cap), self.gap * PATTERN_GAP)
 
     def run(self) -> None:
-        tried = 0
-        for i, (lower, _) in enumerate(self.candidates):
-            if not self.promising(lower) or self.remaining() <= self.limit * (1 - PATTERN_PHASE):
+        tried = set()
+        for i in self.best_first():
+            if self.remaining() <= self.limit * (1 - PATTERN_PHASE):
                 break
             self.try_patterns(i)
-            tried += 1
-        for i, (lower, ctx) in enumerate(self.candidates):
-            self.out_of_time = self.out_of_time or self.remaining() <= 0
-            if self.promising(lower) and not self.out_of_time:
-                lower = max(lower, first_stage_lower_bound_s(ctx, admissible_pairs(ctx)))
-            if not self.promising(lower) or self.out_of_time:
-                self.shape_bounds.append(lower)
-                self.models.pop(i, None)
-                continue
-            if i >= tried:
+            tried.add(i)
+        for i in self.best_first():
+            if self.remaining() <= 0:
+                self.out_of_time = True
+                break
+            if i not in tried:
                 self.try_patterns(i)
+                if not self.promising(self.bounds[i]):
+                    continue
             remaining = self.remaining()
             outcome = self.solve(i, min(remaining, max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE)))
-            self.solved += 1
-            self.shape_bounds.append(max(lower, outcome.bound))
-            if self.best is None or self.best[0] is not self.models[i]:
-                self.models.pop(i)
+            self.solved.add(i)
+            self.bounds[i] = max(self.bounds[i], outcome.bound)
+            self.models.pop(i)
+        self.models.clear()
 
 
 def solve_instance(
@@ -208,9 +229,9 @@ def solve_instance(
     search = ShapeSearch(screening.candidates, start, limit, gap, threads, build_s=time.perf_counter() - start)
     search.run()
 
-    best, bound = search.best, min(min(search.shape_bounds), search.incumbent)
+    best, bound = search.best, min(min(search.bounds), search.incumbent)
     if best is None:
-        if all(math.isinf(b) for b in search.shape_bounds):
+        if all(math.isinf(b) for b in search.bounds):
             raise InfeasibleInstance(
                 "placement: no shape admits a placement satisfying memory, building capacity and layer "
                 "divisibility together"
@@ -226,7 +247,7 @@ def solve_instance(
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit" if search.out_of_time or wall >= limit else "gap open",
         incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
-        solver_s=search.solver_s, shapes_total=total, shapes_solved=search.solved,
-        shapes_pruned=len(screening.candidates) - search.solved, **size,
+        solver_s=search.solver_s, shapes_total=total, shapes_solved=len(search.solved),
+        shapes_pruned=len(screening.candidates) - len(search.solved), **size,
     )
     return extract_plan(model, ctx, stats)
