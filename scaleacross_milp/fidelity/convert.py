@@ -18,8 +18,9 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
                ("TP all-reduce"); irrelevant at tp = 1.
   attention    Megatron-LM 2021 / 2022 materialise the s x s scores; Llama 3 (2024) and torchtitan (PyTorch SDPA)
                use flash kernels.
+  kernels      torchtitan rows run eager (Training.kernels = eager) unless the notes say torch.compile (fused);
+               Megatron-LM (fused kernels) and Llama 3 rows are fused.
   fabric       fidelity.hardware (one building of exactly the row's GPUs).
-  torch.compile not modelled: the compiled torchtitan row is priced like the eager ones.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Layout, Shape
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Topology
-from scaleacross_milp.spec.training import AttentionKernel, Recompute, Training
+from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute, Training
 
 LLAMA3_INTERLEAVE = 2
 DEFAULT_MICRO_BATCH = 1
 DP_MODES = {"torch-ddp": DPMode.ddp, "local-ddp": DPMode.ddp, "none": DPMode.ddp, "fsdp": DPMode.fsdp,
             "fsdp-no-reshard": DPMode.fsdp_no_reshard}
 FLASH_SOURCES = ("llama3", "torchtitan")
+EAGER_SOURCES = ("torchtitan",)
+COMPILED_NOTE = "torch.compile"
 
 
 def model_spec(row: PublishedRow) -> ModelSpec:
@@ -53,7 +56,14 @@ def training(row: PublishedRow) -> Training:
         recompute=Recompute(recompute),
         sequence_parallel=extra == "sequence-parallel" or row.source.startswith("llama3"),
         attention=AttentionKernel.flash if row.source.startswith(FLASH_SOURCES) else AttentionKernel.materialized,
+        kernels=kernels(row),
     )
+
+
+def kernels(row: PublishedRow) -> Kernels:
+    """Eager for torchtitan rows unless their notes name torch.compile; fused otherwise."""
+    eager = row.source.startswith(EAGER_SOURCES) and COMPILED_NOTE not in row.notes
+    return Kernels.eager if eager else Kernels.fused
 
 
 def to_instance(row: PublishedRow) -> Instance:

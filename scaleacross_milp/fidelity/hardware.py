@@ -29,7 +29,7 @@ GPU_TYPES: dict[str, GPUType] = {
     "h100-80gb": GPUType(peak_dense_tflops={"bf16": 989, "fp16": 989}, hbm_gib=80 * GB_IN_GIB, hbm_tbyte_s=3.35,
                          nvlink_gbyte_s=370, nic_gbit_s=400),
     "h100-96gb-500w": GPUType(peak_dense_tflops={"bf16": 989, "fp16": 989}, hbm_gib=96 * GB_IN_GIB,
-                              hbm_tbyte_s=6 * 0.4096, nvlink_gbyte_s=370, nic_gbit_s=400),
+                              hbm_tbyte_s=2.4, nvlink_gbyte_s=370, nic_gbit_s=400),
 }
 
 LLAMA3_POD_GPUS = 3072
