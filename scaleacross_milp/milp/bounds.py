@@ -197,14 +197,30 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     return alternatives
 
 
+def _position_groups(ctx: ShapeContext) -> tuple[np.ndarray, np.ndarray]:
+    """(tau, e) per GPU type t and stage j, shapes (types, 1) and (types, p): the layer time and the smallest fixed
+    stage time for j's position (first, between, last) on type t."""
+    p = ctx.shape.pp
+    positions = [0] + [1] * max(p - 2, 0) + ([2] if p > 1 else [])
+    groups = _speed_groups(ctx)
+    tau = np.array([[t] for t, _, _ in groups])
+    return tau, np.array([[fixed[q] for q in positions] for _, _, fixed in groups])
+
+
 def layer_caps(ctx: ShapeContext, cycles: np.ndarray) -> np.ndarray:
     """Most layers stage j can hold when the cycle is at most cycles[i]: Cst[j] = tau_k n[j] + e[j,k] <= cycle on
     the best GPU type for j's position (first, between, last), i.e. max_t floor((c - e_t) / tau_t); shape (N, p)."""
-    p = ctx.shape.pp
-    positions = [0] + [1] * max(p - 2, 0) + ([2] if p > 1 else [])
-    c = np.asarray(cycles, dtype=float)[:, None]
-    return np.max([np.floor((c - np.array([fixed[q] for q in positions])[None, :]) / tau + 1e-9)
-                   for tau, _, fixed in _speed_groups(ctx)], axis=0)
+    tau, fixed = _position_groups(ctx)
+    c = np.asarray(cycles, dtype=float)[:, None, None]
+    return np.max(np.floor((c - fixed[None]) / tau[None] + 1e-9), axis=1)
+
+
+def next_cap_change(ctx: ShapeContext, cycles: np.ndarray) -> np.ndarray:
+    """The smallest cycle above each cycles[i] at which some `layer_caps` entry grows: min over stages j and types t
+    of e_t + tau_t (cap_j + 1). The caps are constant on [cycles[i], next_cap_change)."""
+    tau, fixed = _position_groups(ctx)
+    caps = layer_caps(ctx, cycles)
+    return np.min(fixed[None] + tau[None] * (caps[:, None, :] + 1), axis=(1, 2))
 
 
 def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: float, grain: int = 1,
@@ -248,36 +264,37 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
     return np.maximum(low, n0 * gather)
 
 
-CYCLE_STEPS = 3
+CYCLE_STEPS = 4
+"""Cap changes c_0 = c(n0) < c_1 < ... at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
 BISECTIONS = 32
 """Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^32 of the least X."""
-"""Cycles c(n0) + i tau_min, i < CYCLE_STEPS, at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
 
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
                            cycles: np.ndarray, rooms: np.ndarray) -> np.ndarray:
     """P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time f(c) = m c + beta_o max(0, S - c) (growing
     with c, as m >= beta_o) plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by
-    `layer_caps`(c), shrinking with c). With c_i = c(n0) + i tau_min, on [c_i, c_{i+1}) the caps are at most those
-    of c_{i+1}, so P >= min( min_{i < CYCLE_STEPS} f(c_i) + F(n0, c_{i+1}), f(c_CYCLE_STEPS) + F(n0, no caps) )."""
+    `layer_caps`(c), shrinking with c). With c_0 = c(n0) and c_{i+1} = `next_cap_change`(c_i), the caps are those
+    of c_i on all of [c_i, c_{i+1}), so P >= min( min_{i < K} f(c_i) + F(n0, caps(c_i)), f(c_K) + F(n0, no caps) ),
+    K = CYCLE_STEPS."""
     mb, grain = ctx.shape.microbatches, option.layer_granularity
     total, _ = stage_floors_s(ctx)
     beta = option.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer)
-    types = [ctx.gpu(k) for k in ctx.buildings]
-    step = min(gpu.layer.total_s for gpu in types)
 
     def pipeline(c: np.ndarray) -> np.ndarray:
         return mb * c + beta * np.maximum(0.0, total - c)
 
     if variant.mode is DPMode.ddp:
         return pipeline(cycles)
-    gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
+    gather = min(ctx.gpu(k).gather_s_per_layer[variant] for k in ctx.buildings)
 
     n = len(cycles)
-    steps = [cycles + (i + 1) * step for i in range(CYCLE_STEPS)]
-    caps = np.vstack([layer_caps(ctx, c) for c in steps] + [np.full((n, ctx.shape.pp), np.inf)])
+    steps = [np.asarray(cycles, dtype=float)]
+    for _ in range(CYCLE_STEPS):
+        steps.append(next_cap_change(ctx, steps[-1]))
+    caps = np.vstack([layer_caps(ctx, c) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
     floors = first_gather_floors_s(ctx, np.tile(first_layers, CYCLE_STEPS + 1), gather, grain, rooms, caps)
-    return np.min([pipeline(cycles + i * step) + floors[i * n:(i + 1) * n] for i in range(CYCLE_STEPS + 1)], axis=0)
+    return np.min([pipeline(c) + floors[i * n:(i + 1) * n] for i, c in enumerate(steps)], axis=0)
 
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
