@@ -16,7 +16,7 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
                per layer it saves the SDPA output and the mm outputs except every second mm (wk, wo, w3), and
                recomputes those three mms and every other op in backward. It is priced as Recompute.selective
                (Korthikanti: recompute the attention core). Per token per layer, Llama 3 8B at s = 8192: op-level
-               recomputes 2(hgd + adh + hf) = 159.4 MFLOP of GEMMs (at eff(4096) = 0.72: the time of 220.7 MFLOP
+               recomputes 2(hgd + adh + hf) = 159.4 MFLOP of GEMMs (at eff(4096) = 0.72: the time of 220.6 MFLOP
                at peak) and the forward's elementwise bytes (610 kB eager, 188 kB compiled); selective charges the
                flash core's forward 4sad/2 = 67.1 MFLOP at FLASH_ATTENTION_EFF 0.33 (the time of 203.4 MFLOP at
                peak) and no bytes. On the 8-GPU row (16,384 tokens per GPU, 32 layers, 645 TFLOP/s, 1.92 TB/s
