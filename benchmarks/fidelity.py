@@ -4,8 +4,8 @@ evaluate` runs), and its iteration time converted into the published metric.
 
     python benchmarks/fidelity.py [--csv PATH]
 
-Prints per row: source, model, GPUs, metric, published, predicted, error and whether the row was used to fit the
-efficiency parameters; then mean and max absolute percentage error per source and over tuned, held-out
+Prints per row: source, model, GPUs, metric, published, predicted, error and whether the row was used to fit a
+parameter (fidelity.rows.TUNED_ROWS); then mean and max absolute percentage error per source and over tuned, held-out
 and all rows. Target
 (issue 4): mean under 5 %, max under 10 % on held-out rows as well as tuned ones (Calculon: 3.65 % / 8.87 %).
 """

@@ -5,9 +5,10 @@ Per GPU of a stage cell, one microbatch:
                    (elementwise incl. a materialized kernel's attention scores; backward = 2x forward;
                    recompute adds the forward bytes of what it recomputes: all, or the scores when selective;
                    without sequence parallelism the norms and residual adds run on s/cp tokens on every TP
-                   rank; a flash attention kernel executes half the attention core, at FLASH_ATTENTION_EFF)
+                   rank; a flash attention kernel executes half the attention core, at FLASH_ATTENTION_EFF;
+                   the bytes follow training.kernels, fused or eager)
   embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add = backward-weight
-  LM head + loss head FLOPs + 6 bytes per logit each way (bf16 logits, fp32 softmax / gradient)
+  LM head + loss head FLOPs + compute.LOGIT_BYTES per logit (fused 6 each way, eager 14 forward, 22 backward)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
   optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
 Collectives (TP / CP / EP, p2p, intra-building DP) are priced by the instance's calibrated profile
@@ -40,8 +41,6 @@ from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.training import Recompute, Training
 
-LOGIT_BYTES_EACH_WAY = 6.0
-
 
 def collective_model(instance: Instance, gpu_name: str, gpu: GPUType) -> CollectiveModel:
     """The profile-backed model when the instance's profile is for this GPU type (module docstring), else
@@ -73,11 +72,12 @@ def _layer_times(
         return t_flops(total - attention_core) + t_core(attention_core)
 
     tokens = b * s
-    elem = (1 - moe_share) * compute.elementwise_bytes_forward(model, tokens, False)
+    kernels = training.kernels
+    elem = (1 - moe_share) * compute.elementwise_bytes_forward(model, tokens, False, kernels)
     if moe_share:
-        elem += moe_share * compute.elementwise_bytes_forward(model, tokens, True)
+        elem += moe_share * compute.elementwise_bytes_forward(model, tokens, True, kernels)
     if not training.sequence_parallel:  # replicated over the TP ranks instead of split
-        elem += (shape.tp - 1) * compute.sequence_elementwise_bytes_forward(model, tokens)
+        elem += (shape.tp - 1) * compute.sequence_elementwise_bytes_forward(model, tokens, kernels)
     scores = compute.attention_score_bytes_forward(model, tokens, s, training.attention)
     recomputed = {Recompute.none: 0.0, Recompute.selective: scores, Recompute.full: elem + scores}
     elem_f = compute.memory_time_s((elem + scores) / split, gpu)
@@ -128,15 +128,16 @@ def _gpu_costs(
         backward_weight_s=compute.memory_time_s(2 * act, gpu),
     )
     head = compute.lm_head_flops(model, b, s)
-    logit_mem = compute.memory_time_s(b * s * model.vocab / split * LOGIT_BYTES_EACH_WAY, gpu)
+    n_logits = b * s * model.vocab / split
+    logit_f, logit_b = (compute.memory_time_s(n_logits * n, gpu) for n in compute.LOGIT_BYTES[training.kernels])
     ag = comm.time_s("all_gather", tp_tier, shape.tp, act * shape.tp)
 
     def t_head(f: float) -> float:
         return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
 
     last = OpTimes(
-        forward_s=t_head(head.forward) + logit_mem + ag,
-        backward_input_s=t_head(head.backward_input) + logit_mem + ag,
+        forward_s=t_head(head.forward) + logit_f + ag,
+        backward_input_s=t_head(head.backward_input) + logit_b + ag,
         backward_weight_s=t_head(head.backward_weight),
     )
     p2p = comm.time_s("p2p", group_tier(2 * shape.cell_gpus, gpu), 2, b * s * model.hidden * beta / split)

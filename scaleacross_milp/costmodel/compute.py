@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scaleacross_milp.spec.hardware import GPUType, Precision
 from scaleacross_milp.spec.model import ModelSpec
-from scaleacross_milp.spec.training import AttentionKernel, Recompute
+from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute
 
 # --- efficiency parameters (fraction of dense peak reached by the layer's matmuls) -------------------------
 # Large bf16/fp16 GEMMs reach ~87 % of dense peak on A100 SXM (~271 of 312 TFLOP/s) and ~80 % on H100 SXM
@@ -51,6 +51,10 @@ FLASH_ATTENTION_EFF = 0.33
 # writes 2 bytes per score, the fused scale-mask-softmax reads 2 and writes 2, dropout reads 2 and writes 2 plus a
 # 1-byte mask, AV reads 2: 13 bytes (the tensors of Korthikanti et al. 2022's 5as^2b stored bytes).
 SCORE_BYTES_FORWARD = 13.0
+# HBM bytes per logit of the loss, (forward, backward). fused: bf16 logits read, fp32 softmax / gradient, 6 each
+# way. eager (torchtitan: `cross_entropy(pred.float(), labels)`): forward float() 2+4, log_softmax 4+4 = 14;
+# backward nll_loss's zero-filled fp32 gradient 4, log_softmax backward 4+4+4, back to bf16 4+2 = 22.
+LOGIT_BYTES: dict[Kernels, tuple[float, float]] = {Kernels.fused: (6.0, 6.0), Kernels.eager: (14.0, 22.0)}
 
 
 def gemm_efficiency(hidden: int, tp: int) -> float:
@@ -167,10 +171,11 @@ def model_flops_per_iteration(model: ModelSpec, seq_len: int, batch_sequences: i
     return 3.0 * model_forward_flops_per_token(model, seq_len) * seq_len * batch_sequences
 
 
-def sequence_elementwise_bytes_forward(model: ModelSpec, tokens: int) -> float:
-    """The part of elementwise_bytes_forward on hidden-sized tensors (2 norms, 2 residual adds: 10h elements
-    per token): what sequence parallelism splits over the TP ranks and what runs replicated on each without it."""
-    return 2.0 * tokens * 10 * model.hidden
+def sequence_elementwise_bytes_forward(model: ModelSpec, tokens: int, kernels: Kernels = Kernels.fused) -> float:
+    """The part of elementwise_bytes_forward on hidden-sized tensors (2 norms, 2 residual adds): what sequence
+    parallelism splits over the TP ranks and what runs replicated on each without it. Per token: fused 20h bytes,
+    eager 84h (derivation in elementwise_bytes_forward)."""
+    return tokens * (84 if kernels is Kernels.eager else 20) * model.hidden
 
 
 def attention_score_bytes_forward(model: ModelSpec, tokens: int, seq_len: int, attention: AttentionKernel) -> float:
@@ -181,19 +186,40 @@ def attention_score_bytes_forward(model: ModelSpec, tokens: int, seq_len: int, a
     return SCORE_BYTES_FORWARD * tokens * seq_len * model.heads
 
 
-def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = False) -> float:
+def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = False,
+                              kernels: Kernels = Kernels.fused) -> float:
     """HBM bytes moved by the memory-bound ops of one layer's forward (all GPUs of the layer together).
 
-    Elements read+written per token: 2 norms (2h each), 2 residual adds (3h each), RoPE on q and k
-    (2*(a+g)*d), activation (gated: read 2f' write f' = 3f'; else 2f'), f' = f or (k+e)*fe for MoE.
-    Times bytes_per_element (2). Backward is taken as 2x forward (read activations and gradients)."""
+    Bytes per token, bf16 activations (2 bytes), fp32 4; f' = f, or (k+e)*fe in an MoE layer.
+    fused (one kernel per chain, each input read and the output written once): 2 norms 4h each, 2 residual
+    adds 6h each, RoPE on q and k 4(a+g)d, activation 6f' gated (read 2f', write f') or 4f';
+        20h + 4(a+g)d + 6f'  (4f' ungated).
+    eager (one kernel per op of torchtitan's Llama, models/llama/model.py and models/norms.py, Dec 2024):
+      RMSNorm  `(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * weight`: float() 2h+4h,
+               pow 4h+4h, mean reads 4h, times rsqrt 4h+4h, type_as 4h+2h, times weight 2h+2h = 36h, twice;
+      residual adds 6h, twice;
+      RoPE     per element of q and k: float() 2+4, complex multiply by freqs_cis 4+4, type_as 4+2 = 20(a+g)d;
+      repeat_kv (GQA, g < a) materialises k and v on every head: read 2gd, write 2ad each = 4(a+g)d;
+      SwiGLU   silu(w1 x) 2f'+2f', times w3 x 4f'+2f' = 10f' (an ungated GeLU is one kernel, 4f');
+      free     views and transposes; `output.transpose(1, 2).contiguous()` after SDPA copies nothing (PyTorch's
+               flash SDPA writes its output as (b, s, heads, d), aten/.../cuda/attention.cu); per-row scalars
+               (rsqrt, eps) and freqs_cis (s x d/2 per sequence) are negligible;
+        84h + 20(a+g)d + 4(a+g)d [g < a] + 10f'  (4f' ungated).
+    Llama 3 8B (h 4096, a 32, g 8, d 128, f 14336): eager 610,304 B, fused 188,416 B per token per layer (3.2x).
+    The caller takes backward as 2x forward for both (read activations and gradients); autograd's eager backward
+    kernels (RMSNorm ~80h, SwiGLU 18f', RoPE and repeat_kv as forward, residual gradient adds 6h) come to 1.8x
+    forward for Llama 3 8B."""
     d = model.attention_head_dim
     width = model.ffn_hidden
     if moe_layer and model.moe is not None:
         width = (model.moe.top_k + model.moe.shared_experts) * model.moe.expert_ffn_hidden
-    act = (3 if model.gated_ffn else 2) * width
-    split = 2 * (model.heads + model.kv_heads) * d + act
-    return sequence_elementwise_bytes_forward(model, tokens) + 2.0 * tokens * split
+    qk = (model.heads + model.kv_heads) * d
+    if kernels is Kernels.eager:
+        repeat_kv = 4 * qk if model.kv_heads < model.heads else 0
+        split = 20 * qk + repeat_kv + (10 if model.gated_ffn else 4) * width
+    else:
+        split = 4 * qk + (6 if model.gated_ffn else 4) * width
+    return sequence_elementwise_bytes_forward(model, tokens, kernels) + tokens * split
 
 
 def flops_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int) -> float:

@@ -9,9 +9,14 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "published" / "training_throughput.csv"
 """Where the shared data folder sits next to the repository (../shared/data from the repository root)."""
 
-TUNING_SOURCES = ("narayanan2021_t1",)
-"""The split, fixed before tuning: the efficiency parameters in costmodel/compute.py were fitted on Megatron-LM 2021
-Table 1 only; Korthikanti 2022, Llama 3 and torchtitan rows are held out."""
+TUNED_ROWS: tuple[tuple[str, int | None, str], ...] = (
+    ("narayanan2021_t1", None, ""),
+    ("torchtitan_h100_202412", 8, "eager"),
+)
+"""The split, per row as (source, GPUs or None for any, a word the notes contain), fixed before each fit: the
+efficiency parameters in costmodel/compute.py were fitted on Megatron-LM 2021 Table 1 only; the sustained peak of
+h100-96gb-500w (fidelity/hardware.py) on the 8-GPU eager torchtitan row only. Korthikanti 2022, Llama 3 and the
+two 128-GPU torchtitan rows are held out."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,9 @@ class PublishedRow:
 
     @property
     def tuned(self) -> bool:
-        """Whether the row was used to fit the efficiency parameters (TUNING_SOURCES)."""
-        return self.source in TUNING_SOURCES
+        """Whether the row was used to fit a parameter (TUNED_ROWS)."""
+        return any(self.source == source and gpus in (None, self.gpus) and word in self.notes
+                   for source, gpus, word in TUNED_ROWS)
 
 
 _INTS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "gpus", "tp", "pp", "dp", "cp", "ep",

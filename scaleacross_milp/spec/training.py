@@ -26,12 +26,27 @@ class AttentionKernel(str, Enum):
     flash = "flash"
 
 
+class Kernels(str, Enum):
+    """How the memory-bound (elementwise) ops of a layer execute; only their HBM traffic differs, not the FLOPs.
+    `fused` (default): each chain of elementwise ops is one kernel that reads its inputs and writes its output
+    once (Megatron-LM's fused kernels, torch.compile). `eager`: PyTorch eager mode, one kernel per op, each
+    reading and writing HBM, with the fp32 upcasts of the Llama reference code (torchtitan's Llama: RMSNorm and
+    RoPE in fp32, GQA keys and values repeated to every head). The bytes of both are in
+    costmodel.compute.elementwise_bytes_forward."""
+
+    fused = "fused"
+    eager = "eager"
+
+
 class Training(Contract):
     """One training step. Give the global batch in sequences or in tokens (a multiple of `seq_len`).
 
     `sequence_parallel`: Megatron-LM sequence parallelism (Korthikanti et al. 2022): norms, residual adds and
     their activations are split over the TP ranks and TP uses all-gather / reduce-scatter; without it they are
     replicated on every TP rank and TP uses all-reduce.
+
+    `kernels`: `fused` or `eager` elementwise ops (Kernels); changes time only, activation memory is counted
+    the same way for both.
 
     `optimizer_bytes_per_param`: 12 for Adam with fp32 master weights, momentum and variance.
     `grad_bytes_per_param`: 4 when gradients are accumulated and reduced in fp32, 2 in bf16.
@@ -44,6 +59,7 @@ class Training(Contract):
     recompute: Recompute = Recompute.selective
     sequence_parallel: bool = True
     attention: AttentionKernel = AttentionKernel.flash
+    kernels: Kernels = Kernels.fused
     optimizer_bytes_per_param: float = Field(12.0, ge=0)
     grad_bytes_per_param: float = Field(4.0, gt=0)
 

@@ -1,9 +1,10 @@
 import pytest
 
+from scaleacross_milp.costmodel import compute
 from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.spec.training import AttentionKernel
+from scaleacross_milp.spec.training import AttentionKernel, Kernels
 
 VARIANTS = [DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp), DPVariant(DPMode.hsdp, 2)]
 
@@ -78,3 +79,24 @@ def test_replicated_norms_and_materialized_scores_cost_time(instance_factory, ch
     before, after = (build_shape_costs(i, shape, VARIANTS).per_gpu_type["h100"].layer for i in (base, changed))
     assert after.forward_s > before.forward_s
     assert after.backward_weight_s == pytest.approx(before.backward_weight_s)  # weights' matmuls unchanged
+
+
+def test_eager_kernels_add_their_extra_bytes_to_layer_and_loss(instance_factory):
+    """Selective recompute with flash attention recomputes no bytes: forward pays the extra eager bytes once,
+    backward-input twice; the loss pays LOGIT_BYTES; the weights' matmuls are unchanged."""
+    fused = instance_factory("selective")
+    eager = fused.model_copy(update={"training": fused.training.model_copy(update={"kernels": Kernels.eager})})
+    shape = Shape(tp=2, pp=2, dp=8, micro_batch=1, microbatches=8)
+    before, after = (build_shape_costs(i, shape, VARIANTS).per_gpu_type["h100"] for i in (fused, eager))
+    model, gpu, tokens = fused.model_spec, fused.gpu_types["h100"], 8192
+    extra = compute.memory_time_s((compute.elementwise_bytes_forward(model, tokens, kernels=Kernels.eager)
+                                   - compute.elementwise_bytes_forward(model, tokens)) / 2, gpu)
+    assert extra > 0
+    assert after.layer.forward_s - before.layer.forward_s == pytest.approx(extra)
+    assert after.layer.backward_input_s - before.layer.backward_input_s == pytest.approx(2 * extra)
+    assert after.layer.backward_weight_s == before.layer.backward_weight_s
+    logits = tokens * model.vocab / 2
+    assert after.last_stage_extra.forward_s - before.last_stage_extra.forward_s == pytest.approx(
+        compute.memory_time_s(logits * (14 - 6), gpu))
+    assert after.last_stage_extra.backward_input_s - before.last_stage_extra.backward_input_s == pytest.approx(
+        compute.memory_time_s(logits * (22 - 6), gpu))

@@ -5,7 +5,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.spec.training import AttentionKernel, Recompute, Training
+from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute, Training
 
 
 def test_dense_layer_flops_by_hand(llama8b):
@@ -27,6 +27,26 @@ def test_recompute_adds_forward(llama8b):
     core = 4 * 8192 * 8192 * 32 * 128
     assert sel.backward_input - none.backward_input == pytest.approx(core)
     assert full.backward_input - none.backward_input == pytest.approx(none.forward)
+
+
+@pytest.mark.parametrize(("shape", "eager", "fused"), [
+    # GQA, SwiGLU: h 64, a 4, g 2, d 16, f 128. eager 84h + 20(a+g)d + 4(a+g)d + 10f = 5376 + 1920 + 384 + 1280;
+    # fused 20h + 4(a+g)d + 6f = 1280 + 384 + 768
+    (dict(hidden=64, heads=4, kv_heads=2, ffn_hidden=128), 8960, 2432),
+    # MHA (no repeat_kv), GeLU (one kernel, 4f either way): eager 5376 + 2560 + 1024; fused 1280 + 512 + 1024
+    (dict(hidden=64, heads=4, kv_heads=4, ffn_hidden=256, gated_ffn=False), 8960, 2816),
+])
+def test_elementwise_bytes_per_token_by_hand(shape, eager, fused):
+    model = ModelSpec(name="m", layers=2, vocab=100, **shape)
+    assert compute.elementwise_bytes_forward(model, 3, kernels=Kernels.eager) == 3 * eager
+    assert compute.elementwise_bytes_forward(model, 3, kernels=Kernels.fused) == 3 * fused
+    assert compute.elementwise_bytes_forward(model, 3) == 3 * fused  # fused is the default
+
+
+def test_llama8b_eager_bytes_are_the_docstrings(llama8b):
+    assert compute.elementwise_bytes_forward(llama8b, 1, kernels=Kernels.eager) == 610_304
+    assert compute.elementwise_bytes_forward(llama8b, 1) == 188_416
+    assert compute.sequence_elementwise_bytes_forward(llama8b, 1, Kernels.eager) == 84 * 4096
 
 
 def test_six_n_tokens_sanity():

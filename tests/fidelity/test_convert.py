@@ -8,7 +8,7 @@ import pytest
 
 from scaleacross_milp.fidelity.convert import to_instance, to_layout
 from scaleacross_milp.spec.search import DPMode, Schedule
-from scaleacross_milp.spec.training import AttentionKernel, Recompute
+from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute
 
 
 def test_megatron_row_is_an_interleaved_ddp_run_on_one_a100_building(megatron_76b):
@@ -51,4 +51,16 @@ def test_torchtitan_fsdp_is_resharding_fsdp_with_flash_attention(llama3_long):
     instance, layout = to_instance(row), to_layout(row)
     assert layout.dp_mode is DPMode.fsdp and layout.shape.microbatches == 1
     assert instance.training.attention is AttentionKernel.flash
-    assert instance.gpu_types["h100-96gb-500w"].hbm_tbyte_s == pytest.approx(6 * 0.4096)
+    assert instance.gpu_types["h100-96gb-500w"].hbm_tbyte_s == 2.4  # torchtitan docs/performance.md
+
+
+@pytest.mark.parametrize(("source", "notes", "kernels"), [
+    ("torchtitan_h100_202412", "400 Gb/s per GPU RDMA; eager", Kernels.eager),
+    ("torchtitan_h100_202412", "Grand Teton H100", Kernels.eager),
+    ("torchtitan_h100_202412", "with torch.compile", Kernels.fused),
+    ("llama3_2024_t4", "BF16 MFU 41%", Kernels.fused),
+    ("narayanan2021_t1", "", Kernels.fused),
+])
+def test_torchtitan_rows_run_eager_unless_compiled(llama3_long, source, notes, kernels):
+    row = replace(llama3_long, source=source, notes=notes)
+    assert to_instance(row).training.kernels is kernels

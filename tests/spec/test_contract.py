@@ -33,6 +33,16 @@ def test_batch_tokens_must_be_whole_sequences():
         Instance.model_validate(data)
 
 
+def test_kernels_default_to_fused_and_reject_other_values():
+    data = campus()
+    assert Instance.model_validate(data).training.kernels.value == "fused"
+    data["training"]["kernels"] = "eager"
+    assert Instance.model_validate(data).training.kernels.value == "eager"
+    data["training"]["kernels"] = "compiled"
+    with pytest.raises(ValidationError, match=r"training\.kernels\n  Input should be 'fused' or 'eager'"):
+        Instance.model_validate(data)
+
+
 def test_link_needs_exactly_one_of_distance_or_latency():
     data = campus()
     data["topology"]["links"][0]["latency_ms"] = 1.0

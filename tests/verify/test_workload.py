@@ -9,6 +9,7 @@ from scaleacross_milp.spec.model import MoE
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.verify.layout import resolve
+from scaleacross_milp.verify.verifier import verify
 from scaleacross_milp.verify.workload import build_workload
 
 
@@ -44,3 +45,19 @@ def test_dp_sync_is_the_cost_models_curve_at_each_chunks_real_layers(tiny):
         assert all(c.dp_s == pytest.approx(sync.stage_s(layers // 2)) for c in chunks)
         assert sum(c.dp_s for c in chunks) == pytest.approx(sync.stage_s(layers, chunks=2))
     assert sync.stage_s(15) != pytest.approx(15 * sync.stage_s(1), rel=1e-3)  # a curve, not a per-layer rate
+
+
+def test_eager_kernels_lengthen_the_replayed_compute_by_the_priced_difference(tiny):
+    """One stage, 4 microbatches: the compute replay is 4 x (32 layers + embedding + head and loss), so eager
+    kernels add 4 x (32 x the layer's extra + the loss's extra), as costmodel.build prices them."""
+    layout = Layout(shape={"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1, "microbatches": 4},
+                    schedule=Schedule.one_f_one_b, dp_mode=DPMode.fsdp)
+    one_building = [{"name": "A", "gpus": 8, "gpu_type": "h100"}]
+    fused, eager = (tiny(buildings=one_building, kernels=k) for k in ("fused", "eager"))
+    costs = [build_workload(i, resolve(i, layout)).costs.per_gpu_type["h100"] for i in (fused, eager)]
+    extra = 4 * (32 * (costs[1].layer.total_s - costs[0].layer.total_s)
+                 + costs[1].last_stage_extra.total_s - costs[0].last_stage_extra.total_s)
+    replayed = [verify(i, layout)[0] for i in (fused, eager)]
+    assert extra > 0
+    assert replayed[1].breakdown.compute_s - replayed[0].breakdown.compute_s == pytest.approx(extra)
+    assert replayed[1].iteration_s > replayed[0].iteration_s + 0.9 * extra
