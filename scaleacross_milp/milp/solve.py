@@ -179,14 +179,17 @@ class ShapeSearch:
             self.incumbent, self.best = outcome.incumbent, (model, ctx, model_size(model))
         return outcome
 
-    def try_patterns(self, i: int) -> None:
+    def try_patterns(self, i: int, late: bool = False) -> None:
+        """Solve shape i's named patterns, each within PATTERN_SECONDS of the limit and the time left (`late`:
+        MIN_SHAPE_SECONDS / 2 each even past the limit)."""
         ctx = self.candidates[i][1]
+        cap = max(MIN_SHAPE_SECONDS / 2, self.limit * PATTERN_SECONDS)
         for pattern in Pattern:
             cells = pattern_cells(ctx, pattern)
-            if cells is not None and self.remaining() > 0:
+            budget = MIN_SHAPE_SECONDS / 2 if late else min(self.remaining(), cap)
+            if cells is not None and budget > 0:
                 with fixed_cells(self.model(i), cells):
-                    cap = max(MIN_SHAPE_SECONDS / 2, self.limit * PATTERN_SECONDS)
-                    self.solve(i, min(self.remaining(), cap), self.gap * PATTERN_GAP)
+                    self.solve(i, budget, self.gap * PATTERN_GAP)
 
     def run(self) -> None:
         tried = set()
@@ -208,6 +211,9 @@ class ShapeSearch:
             self.solved.add(i)
             self.bounds[i] = max(self.bounds[i], outcome.bound)
             self.models.pop(i)
+        front = min(((b, i) for i, b in enumerate(self.bounds) if i not in self.solved), default=(math.inf, -1))
+        if self.best is None and self.out_of_time and not math.isinf(front[0]):
+            self.try_patterns(front[1], late=True)  # screening ate the time: the best shape's patterns still run
         self.models.clear()
 
 

@@ -116,6 +116,15 @@ def test_time_limit_returns_incumbent_with_gap(bundled):
     assert plan.solve.wall_s < 3.0 + 15.0  # screening and model building come on top of the solver's limit
 
 
+def test_time_limit_shorter_than_screening_still_returns_a_plan(bundled):
+    # Screening the metro instance alone takes ~2 s: past the limit, the best-bound shape's named patterns still
+    # get one short solve each, so the user gets a plan and its proven gap rather than no answer.
+    plan = solve_instance(bundled("metro-4b-llama3-405b"), time_limit_s=0.01)
+    assert plan.solve.shapes_solved == 0
+    assert plan.solve.bound_s <= plan.solve.incumbent_s
+    assert plan.solve.status == ("optimal" if plan.solve.rel_gap <= 0.01 else "time limit")
+
+
 def test_batch_that_no_shape_divides_is_explained(tiny):
     # 7 sequences cannot be split into micro-batches of 2: no DP x micro-batch product divides the batch.
     instance = tiny(global_batch_sequences=7, search={"micro_batch_sizes": [2]})
