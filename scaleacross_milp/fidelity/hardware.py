@@ -12,9 +12,10 @@ GPU types (dense tensor-core peaks, no sparsity):
                   bandwidth", "the default 500W power limit", 400 Gb/s RDMA per GPU. Not published: the dense
                   BF16 peak. The TorchTitan paper (arXiv 2410.06511) says it "should be between SXM and NVL",
                   i.e. 835 (H100 NVL datasheet) to 989 (H100 SXM) TFLOP/s at boost clock; what the part sustains
-                  under the 500 W cap is unknown. H100_500W_PEAK is fitted: a grid from 500 to 985 TFLOP/s by 5,
-                  objective |error| of the one tuned row (fidelity.rows.TUNED_ROWS: 8 GPUs, eager, 5,762
-                  tokens/s/GPU) as benchmarks/fidelity.py replays it, everything else as for every other row.
+                  under the 500 W cap is unknown. H100_500W_PEAK is fitted (`python benchmarks/fit_h100_500w.py`):
+                  bisection on [500, 989] TFLOP/s for the peak at which the one tuned row
+                  (fidelity.rows.TUNED_ROWS: 8 GPUs, eager, 5,762 tokens/s/GPU), replayed as benchmarks/fidelity.py
+                  does, meets its published value, rounded to the multiple of 5 of least |error|.
                   Result: 645 TFLOP/s (+0.2 % on that row), 23 % below the bracket's low end and 65 % of the SXM
                   boost peak. The likely physical reason: datasheet peaks are at boost clock (1.98 GHz on SXM),
                   and a 500 W cap on a die rated 700 W lowers the clock dense GEMMs sustain. The fit also absorbs

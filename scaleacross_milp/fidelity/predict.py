@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from scaleacross_milp.fidelity.convert import to_instance, to_layout
 from scaleacross_milp.fidelity.metrics import metric_value
 from scaleacross_milp.fidelity.rows import PublishedRow
+from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.plan import Verification
 from scaleacross_milp.verify.verifier import verify
 
@@ -23,9 +24,11 @@ class RowPrediction:
         return self.predicted / self.row.value - 1
 
 
-def predict(row: PublishedRow) -> RowPrediction:
+def predict(row: PublishedRow, gpu: GPUType | None = None) -> RowPrediction:
     """Replay the row's layout on its instance (verify.verifier.verify, as `evaluate` does) and convert the
-    replayed iteration time into the row's metric."""
+    replayed iteration time into the row's metric; `gpu` replaces the row's GPU type (to fit its parameters)."""
     instance = to_instance(row)
+    if gpu is not None:
+        instance = instance.model_copy(update={"gpu_types": {row.gpu: gpu}})
     verification, _ = verify(instance, to_layout(row))
     return RowPrediction(row, verification, metric_value(row.metric, instance, row.gpus, verification.iteration_s))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from scaleacross_milp.fidelity.hardware import GPU_TYPES
 from scaleacross_milp.fidelity.predict import predict
 
 
@@ -30,3 +31,12 @@ def test_prediction_within_five_percent(published, source, model, gpus, recomput
              if (r.source, r.model, r.gpus, r.recompute) == (source, model, gpus, recompute) and note in r.notes]
     prediction = predict(row)
     assert abs(prediction.error) < 0.05, f"{row.source} {row.model}: {prediction.predicted:.4g} vs {row.value:g}"
+
+
+def test_a_faster_gpu_type_predicts_more_throughput(published):
+    # benchmarks/fit_h100_500w.py bisects on the 500 W H100's peak, which needs the prediction to grow with it.
+    [row] = [r for r in published if r.source.startswith("torchtitan") and r.tuned]
+    fitted = predict(row)
+    faster = predict(row, GPU_TYPES[row.gpu].model_copy(update={"peak_dense_tflops": {"bf16": 989, "fp16": 989}}))
+    assert faster.verification.iteration_s < fitted.verification.iteration_s
+    assert faster.predicted > fitted.predicted
