@@ -128,7 +128,7 @@ class ShapeSearch:
     threads: int | None
     incumbent: float = math.inf
     best: tuple | None = None
-    bounds: list[float] = field(default_factory=list)
+    bounds: list[float] = field(init=False)
     sharpened: set[int] = field(default_factory=set)
     solved: set[int] = field(default_factory=set)
     out_of_time: bool = False
