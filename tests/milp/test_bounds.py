@@ -16,6 +16,7 @@ from scaleacross_milp.milp.bounds import (
     first_stage_lower_bound_s,
     layer_caps,
     lower_bound_s,
+    next_cap_change,
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
@@ -154,6 +155,19 @@ def test_the_first_gather_floor_is_the_deepest_stages_exposure(tiny):
     fits = n0 >= 32 - most
     assert capped[fits] == pytest.approx(expected[fits], rel=1e-6)
     assert np.all(capped[~fits] > (32 - n0[~fits]) * gather)
+
+
+def test_layer_caps_stay_constant_until_the_next_cap_change(tiny):
+    # The first-gather trade-off prices the cycle interval [c, next_cap_change(c)) with the caps of c: they must not
+    # grow anywhere inside it, and must grow at its end (layer_caps floors (c - e) / tau per stage position).
+    instance, shape = _deeper_gather(tiny)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    cycles = ctx.gpu("A").layer.total_s * np.array([3.0, 6.5, 10.0])
+    change = next_cap_change(ctx, cycles)
+    assert np.all(change > cycles)
+    for inside in (cycles + (change - cycles) / 2, change - 1e-6 * (change - cycles)):
+        assert np.array_equal(layer_caps(ctx, inside), layer_caps(ctx, cycles))
+    assert np.all((layer_caps(ctx, change) > layer_caps(ctx, cycles)).any(axis=1))
 
 
 def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
