@@ -14,12 +14,14 @@ from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondi
 @dataclass(frozen=True)
 class MILPOutcome:
     """What one solve established: `incumbent` is None when no feasible point was found; `bound` is a valid
-    lower bound on the objective (the cutoff itself when HiGHS proved nothing beats the cutoff)."""
+    lower bound on the objective (the cutoff itself when HiGHS proved nothing beats the cutoff); `finished` when
+    the solve closed (optimal within the gap, infeasible or cut off) rather than stopping at a node or time limit."""
 
     status: str
     incumbent: float | None
     bound: float
     wall_s: float
+    finished: bool = True
 
 
 def model_size(model: pyo.ConcreteModel) -> dict[str, int]:
@@ -39,14 +41,18 @@ def solve_milp(
     rel_gap: float,
     threads: int | None,
     cutoff: float | None = None,
+    max_nodes: int | None = None,
 ) -> MILPOutcome:
-    """Solve to `rel_gap` within `time_limit_s`; with `cutoff`, points not better than it are pruned.
+    """Solve to `rel_gap` within `time_limit_s` and `max_nodes` branch-and-bound nodes (a budget in solver work:
+    the same answer whatever the machine's load); with `cutoff`, points not better than it are pruned.
     Loads the incumbent into the model only when it beats `cutoff` (HiGHS may report a worse point it found
     before the cutoff pruned its subtree), so a model keeps the best solution loaded into it so far; never
     raises on time limit or infeasibility."""
     options: dict[str, object] = {"mip_rel_gap": rel_gap, "random_seed": 0}
     if cutoff is not None:
         options["objective_bound"] = cutoff
+    if max_nodes is not None:
+        options["mip_max_nodes"] = max_nodes
     # HiGHS keeps one thread scheduler per process, sized by the first solve; a later solve asking for another
     # thread count fails outright unless the scheduler is reset (we never run two solves at once).
     highspy.Highs.resetGlobalScheduler(True)
@@ -79,7 +85,19 @@ def solve_milp(
     bound = bound if cutoff is None else min(bound, cutoff)
     status = "optimal" if feasible and condition == TerminationCondition.convergenceCriteriaSatisfied else (
         condition.name)
-    return MILPOutcome(status, results.incumbent_objective if feasible else None, bound, wall)
+    return MILPOutcome(status, results.incumbent_objective if feasible else None, bound, wall, finished)
+
+
+def snapshot(model: pyo.ConcreteModel) -> list[float | None]:
+    """The values of every variable of `model`, in component order: an incumbent kept apart from the model, which
+    later solves (other patterns fixed on the same model) overwrite."""
+    return [v.value for v in model.component_data_objects(pyo.Var)]
+
+
+def restore(model: pyo.ConcreteModel, values: list[float | None]) -> None:
+    """Load values taken by `snapshot` back into `model`."""
+    for var, value in zip(model.component_data_objects(pyo.Var), values, strict=True):
+        var.set_value(value, skip_validation=True)
 
 
 def _solve_lp(model: pyo.ConcreteModel, threads: int | None) -> None:

@@ -8,6 +8,7 @@ buildings are excluded by necessary conditions, never by guesses.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Iterator
@@ -24,23 +25,26 @@ from scaleacross_milp.milp.bounds import (
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import model_size, polish, solve_milp
+from scaleacross_milp.milp.highs import model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Plan, SolveStats
 
-SHAPE_SHARE = 0.25
-"""At most this fraction of the remaining time goes to one shape's full MILP, so one hard shape cannot starve the
-others. When a shape stops at its share the search may end before the time limit with the gap still open: the
-status then says "gap open" (raise --time-limit to give each shape more)."""
-MIN_SHAPE_SECONDS = 2.0
-PATTERN_PHASE = 0.2
-"""Phase 1 spends at most this fraction of the time limit on pattern incumbents (DP-out, PP-out; see `patterns`)
-of the shapes in bound order, so that phase 2's full MILPs start with a good cutoff."""
-PATTERN_SECONDS = 0.1
-"""A pattern solve's time cap, as a fraction of the time limit (at least half of MIN_SHAPE_SECONDS)."""
+PATTERN_NODES = 200
+"""Branch-and-bound nodes of one pattern solve: with the placement fixed the MILP is small and most close at the
+root."""
+FIRST_NODES = 200
+"""Node budget of every open shape's full MILP in the first round; each later round multiplies it by NODE_GROWTH.
+Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
+longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
+NODE_GROWTH = 4
+PATTERN_SHAPES_PER_SPAN = 1
+"""Phase 1 tries the patterns of this many shapes per span (the fewest buildings a shape's GPUs need), taking
+the spans in turn, so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes
+that use the whole cluster."""
+LATE_PATTERN_SECONDS = 1.0
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -60,6 +64,7 @@ class Screening:
 
     candidates: list[tuple[float, ShapeContext]] = field(default_factory=list)
     no_schedule: int = 0
+    no_dp_variant: int = 0
     no_capacity: int = 0
     no_memory: list[tuple[float, ShapeContext]] = field(default_factory=list)
 
@@ -73,6 +78,8 @@ def screen(instance: Instance) -> tuple[int, Screening]:
         ctx = replace(ctx, options=attainable_options(ctx))
         if not ctx.options:
             result.no_schedule += 1
+        elif not ctx.variants:
+            result.no_dp_variant += 1
         elif not fits_capacity(ctx):
             result.no_capacity += 1
         elif not (pairs := admissible_pairs(ctx)):
@@ -102,6 +109,12 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
             f"({ctx.shape.label()}) against {hbm:.1f} GiB usable HBM. Allow more GPUs, larger "
             f"search.tp_degrees / pp_degrees, FSDP/HSDP in search.dp_modes, or training.recompute 'full'."
         )
+    if screening.no_dp_variant and not screening.no_capacity and not screening.no_schedule:
+        return InfeasibleInstance(
+            f"search.dp_modes {[mode.value for mode in instance.search.dp_modes]}: no shape admits one; HSDP needs "
+            f"2 or more replica groups (at most one per building) that divide the stage cells (DP / EP). Add "
+            f"'fsdp' or 'ddp' to search.dp_modes, or allow DP degrees with such divisors"
+        )
     if screening.no_capacity:
         return InfeasibleInstance(
             "capacity: no shape's stage cells (TP x CP x EP GPUs) fit in topology.buildings' GPU counts"
@@ -113,24 +126,51 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
     )
 
 
+@dataclass(frozen=True)
+class Incumbent:
+    """The best layout so far: its shape's model, and the variable values kept apart from that model (later solves
+    on the same model, with other patterns fixed, overwrite the values it holds)."""
+
+    objective: float
+    model: object
+    ctx: ShapeContext
+    size: dict[str, int]
+    values: list[float | None]
+
+
+def span(ctx: ShapeContext) -> int:
+    """The fewest buildings (largest first) whose stage cells hold the shape's GPUs."""
+    need, held = ctx.shape.pp * ctx.shape.cells_per_stage, 0
+    rooms = sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus for k in ctx.buildings), reverse=True)
+    for count, room in enumerate(rooms, start=1):
+        held += room
+        if held >= need:
+            return count
+    return len(rooms)
+
+
 @dataclass
 class ShapeSearch:
     """Best-first branch and bound over shapes. A shape's bound starts as its screening bound and is sharpened
     (`first_stage_lower_bound_s`) only when it reaches the front of the queue, so shapes are taken in order of
-    sharpened bound while only the few near the front pay for sharpening. Phase 1 solves the front shapes' named
-    patterns for incumbents; phase 2 solves each shape's full MILP with the incumbent as cutoff. A shape whose bound
-    cannot beat the incumbent by more than the gap ends the search: every shape behind it is worse."""
+    sharpened bound while only the few near the front pay for sharpening.
+
+    Phase 1 solves the named patterns of the front shapes of every span in turn, for incumbents. Phase 2 runs
+    rounds: each round solves the full MILP of every open shape that can still beat the incumbent by more than the
+    gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's patterns first, if
+    phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in solver work;
+    the wall-clock limit only ends the sequence."""
 
     candidates: list[tuple[float, ShapeContext]]
     start: float
     limit: float
     gap: float
     threads: int | None
-    incumbent: float = math.inf
-    best: tuple | None = None
+    best: Incumbent | None = None
     bounds: list[float] = field(init=False)
     sharpened: set[int] = field(default_factory=set)
-    solved: set[int] = field(default_factory=set)
+    closed: set[int] = field(default_factory=set)
+    patterns_tried: set[int] = field(default_factory=set)
     out_of_time: bool = False
     build_s: float = 0.0
     solver_s: float = 0.0
@@ -139,16 +179,21 @@ class ShapeSearch:
     def __post_init__(self) -> None:
         self.bounds = [lower for lower, _ in self.candidates]
 
+    @property
+    def incumbent(self) -> float:
+        return math.inf if self.best is None else self.best.objective
+
     def remaining(self) -> float:
         return self.limit - (time.perf_counter() - self.start)
 
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
 
-    def best_first(self) -> Iterator[int]:
-        """Unsolved shapes in order of sharpened bound while they are promising; a shape's bound is sharpened when
-        its current bound is the smallest left (sharpening only raises it, so the order stays exact)."""
-        queue = [(self.bounds[i], i) for i in range(len(self.candidates)) if i not in self.solved]
+    def best_first(self, members: list[int]) -> Iterator[int]:
+        """`members` not yet closed, in order of sharpened bound while they are promising; a shape's bound is
+        sharpened when its current bound is the smallest left (sharpening only raises it, so the order stays
+        exact)."""
+        queue = [(self.bounds[i], i) for i in members if i not in self.closed]
         heapq.heapify(queue)
         while queue and self.promising(queue[0][0]):
             lower, i = heapq.heappop(queue)
@@ -168,52 +213,60 @@ class ShapeSearch:
             self.build_s += time.perf_counter() - built
         return self.models[i]
 
-    def solve(self, i: int, time_limit_s: float, rel_gap: float | None = None):
-        """One HiGHS solve of shape i's model (as currently fixed); keeps the best incumbent."""
+    def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None):
+        """One HiGHS solve of shape i's model (as currently fixed) within `nodes`; keeps the best incumbent."""
         model, ctx = self.model(i), self.candidates[i][1]
-        rel_gap = self.gap if rel_gap is None else rel_gap
-        outcome = solve_milp(model, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=self.threads,
-                             cutoff=None if math.isinf(self.incumbent) else self.incumbent)
+        outcome = solve_milp(model, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
+                             rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
+                             cutoff=None if self.best is None else self.incumbent)
         self.solver_s += outcome.wall_s
         if outcome.incumbent is not None and outcome.incumbent < self.incumbent:
-            self.incumbent, self.best = outcome.incumbent, (model, ctx, model_size(model))
+            self.best = Incumbent(outcome.incumbent, model, ctx, model_size(model), snapshot(model))
         return outcome
 
-    def try_patterns(self, i: int, late: bool = False) -> None:
-        """Solve shape i's named patterns, each within PATTERN_SECONDS of the limit and the time left (`late`:
-        MIN_SHAPE_SECONDS / 2 each even past the limit)."""
-        ctx = self.candidates[i][1]
-        cap = max(MIN_SHAPE_SECONDS / 2, self.limit * PATTERN_SECONDS)
+    def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
+        """Solve shape i's named patterns, each within PATTERN_NODES (and `time_limit_s` when given)."""
+        self.patterns_tried.add(i)
         for pattern in Pattern:
-            cells = pattern_cells(ctx, pattern)
-            budget = MIN_SHAPE_SECONDS / 2 if late else min(self.remaining(), cap)
-            if cells is not None and budget > 0:
+            cells = pattern_cells(self.candidates[i][1], pattern)
+            if cells is not None and (time_limit_s is not None or self.remaining() > 0):
                 with fixed_cells(self.model(i), cells):
-                    self.solve(i, budget, self.gap * PATTERN_GAP)
+                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s)
+
+    def spans(self) -> list[Iterator[int]]:
+        """One best-first queue per span, fewest buildings first."""
+        groups: dict[int, list[int]] = {}
+        for i, (_, ctx) in enumerate(self.candidates):
+            groups.setdefault(span(ctx), []).append(i)
+        return [self.best_first(groups[key]) for key in sorted(groups)]
 
     def run(self) -> None:
-        tried = set()
-        for i in self.best_first():
-            if self.remaining() <= self.limit * (1 - PATTERN_PHASE):
-                break
-            self.try_patterns(i)
-            tried.add(i)
-        for i in self.best_first():
-            if self.remaining() <= 0:
-                self.out_of_time = True
-                break
-            if i not in tried:
+        queues = self.spans()
+        for _, queue in itertools.product(range(PATTERN_SHAPES_PER_SPAN), queues):
+            i = next(queue, None)
+            if i is not None and i not in self.patterns_tried:
                 self.try_patterns(i)
-                if not self.promising(self.bounds[i]):
-                    continue
-            remaining = self.remaining()
-            outcome = self.solve(i, min(remaining, max(MIN_SHAPE_SECONDS, remaining * SHAPE_SHARE)))
-            self.solved.add(i)
-            self.bounds[i] = max(self.bounds[i], outcome.bound)
-            self.models.pop(i)
-        front = min(((b, i) for i, b in enumerate(self.bounds) if i not in self.solved), default=(math.inf, -1))
+        nodes, progressed = FIRST_NODES, True
+        while progressed and not self.out_of_time:
+            progressed = False
+            for i in self.best_first(list(range(len(self.candidates)))):
+                if self.remaining() <= 0:
+                    self.out_of_time = True
+                    break
+                if i not in self.patterns_tried:
+                    self.try_patterns(i)
+                    if not self.promising(self.bounds[i]):
+                        continue
+                outcome = self.solve(i, nodes, self.gap)
+                self.bounds[i] = max(self.bounds[i], outcome.bound)
+                if outcome.finished:
+                    self.closed.add(i)
+                    self.models.pop(i)
+                progressed = True
+            nodes *= NODE_GROWTH
+        front = min(((b, i) for i, b in enumerate(self.bounds) if i not in self.closed), default=(math.inf, -1))
         if self.best is None and self.out_of_time and not math.isinf(front[0]):
-            self.try_patterns(front[1], late=True)  # screening ate the time: the best shape's patterns still run
+            self.try_patterns(front[1], LATE_PATTERN_SECONDS)  # screening ate the time: the front's patterns run
         self.models.clear()
 
 
@@ -246,14 +299,15 @@ def solve_instance(
             f"no feasible layout found within the {limit:.0f} s time limit (best bound {bound:.3f} s); "
             f"raise --time-limit"
         )
-    model, ctx, size = best
+    model, ctx = best.model, best.ctx
+    restore(model, best.values)
     incumbent = polish(model, model.T, threads)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit" if search.out_of_time or wall >= limit else "gap open",
         incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
-        solver_s=search.solver_s, shapes_total=total, shapes_solved=len(search.solved),
-        shapes_pruned=len(screening.candidates) - len(search.solved), **size,
+        solver_s=search.solver_s, shapes_total=total, shapes_solved=len(search.closed),
+        shapes_pruned=len(screening.candidates) - len(search.closed), **best.size,
     )
     return extract_plan(model, ctx, stats)
