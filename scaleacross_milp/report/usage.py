@@ -1,0 +1,179 @@
+"""What a plan uses of the cluster, what it leaves idle and why, and the cheapest change that would use it.
+
+With u = tp cp pp GPUs per DP replica, c = tp cp ep GPUs per stage cell, B the global batch and b the micro-batch,
+a DP degree d' is possible when ep | d', d' b | B and the cluster holds its cells: pp d'/ep <= sum_k floor(G_k/c).
+GPUs are idle
+  batch   when no possible d' exceeds the plan's d: the batch does not divide (the cheapest change is the batch
+          nearest to B that d_max b divides, d_max the largest d' the cells allow);
+  cell    in a building whose free GPUs hold less than one stage cell;
+  memory  in an unused building whose GPU type cannot hold any of the plan's stages;
+  link    in an unused building otherwise: replicas there would all-reduce every stage's gradient S_j across the
+          bottleneck link of the lowest-latency path to a used building, sum_j S_j / (capacity x efficiency);
+  slower  in a used building otherwise: the next possible d' fits but the optimiser did not find it faster.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from scaleacross_milp.costmodel import memory
+from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.network import link_efficiency
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.plan import BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, StageMemoryUse, Usage
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Link
+from scaleacross_milp.verify.layout import GIB, ResolvedLayout, inflight_microbatches
+
+GB = 1e9
+
+
+def plan_usage(instance: Instance, resolved: ResolvedLayout, iteration_s: float | None = None,
+               solve: SolveStats | None = None) -> Usage:
+    """Usage of `resolved` on `instance`; `iteration_s` (predicted or replayed) and `solve` (the search's bound
+    and gap) put the link figures in context."""
+    shape = resolved.layout.shape
+    used = {b.name: 0 for b in instance.topology.buildings}
+    for stage in resolved.stages:
+        for name, cells in stage.cells_per_building.items():
+            used[name] += cells * shape.cell_gpus
+    buildings = [BuildingUse(name=b.name, gpu_type=b.gpu_type, gpus=b.gpus, used_gpus=used[b.name])
+                 for b in instance.topology.buildings]
+    rows = [StageMemoryUse(stage=r.stage, building=r.building, gpu_type=r.gpu_type, used_gib=r.needed_bytes / GIB,
+                           usable_gib=r.usable_bytes / GIB) for r in resolved.memory]
+    idle, suggestions = _idle(instance, resolved, buildings, iteration_s, solve)
+    return Usage(gpus=sum(b.gpus for b in buildings), used_gpus=sum(used.values()), buildings=buildings,
+                 memory=rows, idle=idle, suggestions=suggestions, infeasible=list(resolved.infeasible))
+
+
+def largest_dp(instance: Instance, shape: Shape) -> int:
+    """d_max = ep floor(sum_k floor(G_k / c) / pp): the largest DP degree whose stage cells the buildings hold."""
+    cells = sum(b.gpus // shape.cell_gpus for b in instance.topology.buildings)
+    return shape.ep * (cells // shape.pp)
+
+
+def possible_dp(instance: Instance, shape: Shape) -> list[int]:
+    """DP degrees d' <= d_max with ep | d' and d' b | B."""
+    sequences = instance.training.batch_sequences
+    if sequences % shape.micro_batch:
+        return []
+    per_mb = sequences // shape.micro_batch
+    return [d for d in range(shape.ep, largest_dp(instance, shape) + 1, shape.ep) if per_mb % d == 0]
+
+
+def dividing_batch(instance: Instance, shape: Shape) -> tuple[int, int]:
+    """(d_max, B'): B' the batch nearest to B (ties upward) that d_max b divides, at least one microbatch."""
+    d_max = largest_dp(instance, shape)
+    step = d_max * shape.micro_batch
+    sequences = instance.training.batch_sequences
+    below, above = max(step, sequences // step * step), -(-sequences // step) * step
+    return d_max, below if sequences - below < above - sequences else above
+
+
+def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[BuildingUse], iteration_s: float | None,
+          solve: SolveStats | None) -> tuple[list[IdleGPUs], list[str]]:
+    shape = resolved.layout.shape
+    free = {b.name: b.gpus - b.used_gpus for b in buildings if b.gpus > b.used_gpus}
+    if not free:
+        return [], []
+    larger = [d for d in possible_dp(instance, shape) if d > shape.dp]
+    if not larger:
+        return _batch_idle(instance, shape, free)
+    costs = build_shape_costs(instance, shape, [resolved.variant])
+    idle, suggestions, links = [], [], []
+    for b in buildings:
+        if b.name not in free:
+            continue
+        gpus = free[b.name]
+        if gpus < shape.cell_gpus:
+            idle.append(IdleGPUs(cause=IdleCause.cell, buildings=[b.name], gpus=gpus, detail=(
+                f"{gpus:,} GPUs free in {b.name}, fewer than one stage cell (TP x CP x EP = {shape.cell_gpus})")))
+        elif b.used_gpus == 0 and (fits := _memory_idle(instance, resolved, costs, b)) is not None:
+            idle.append(fits[0])
+            suggestions += fits[1]
+        elif b.used_gpus == 0:
+            idle.append(_link_idle(instance, resolved, costs, b, iteration_s, solve))
+            links.append(b.name)
+        else:
+            idle.append(IdleGPUs(cause=IdleCause.slower, buildings=[b.name], gpus=gpus, detail=(
+                f"DP {larger[0]} ({larger[0] * shape.gpus // shape.dp:,} GPUs) fits the cluster but the optimiser "
+                f"did not find it faster{_bound_note(solve)}")))
+    if links:
+        d = larger[0]
+        suggestions.append(
+            f"to price using {', '.join(links)}: evaluate a layout with DP {d} (same TP / CP / EP / PP, micro-batch "
+            f"{shape.micro_batch} x {instance.training.batch_sequences // (d * shape.micro_batch)} microbatches, "
+            f"{d * shape.gpus // shape.dp:,} GPUs) whose extra replicas sit there")
+    return idle, suggestions
+
+
+def _batch_idle(instance: Instance, shape: Shape, free: dict[str, int]) -> tuple[list[IdleGPUs], list[str]]:
+    sequences, b = instance.training.batch_sequences, shape.micro_batch
+    d_max, batch = dividing_batch(instance, shape)
+    detail = (f"the batch does not divide: DP x micro-batch must divide the global batch of {sequences:,} "
+              f"sequences; with micro-batch {b} no DP degree above {shape.dp} (up to the {d_max:,} the cluster "
+              f"holds at {shape.gpus // shape.dp:,} GPUs per replica) divides it")
+    idle = [IdleGPUs(cause=IdleCause.batch, buildings=sorted(free), gpus=sum(free.values()), detail=detail)]
+    if d_max <= shape.dp:
+        return idle, []
+    uses = d_max * shape.gpus // shape.dp
+    return idle, [f"global batch {batch:,} sequences (DP {d_max:,} x micro-batch {b} x {batch // (d_max * b):,} "
+                  f"microbatches) lets this shape use {uses:,} GPUs instead of {shape.gpus:,}"]
+
+
+def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse
+                 ) -> tuple[IdleGPUs, list[str]] | None:
+    """The memory cause when no stage of the plan fits `building`'s GPU type, with FSDP as the what-if."""
+    shape, variant = resolved.layout.shape, resolved.variant
+    usable = costs.per_gpu_type[building.gpu_type].hbm_usable_bytes
+    least = min(_stage_needs(costs, resolved, variant))
+    if least <= usable:
+        return None
+    idle = IdleGPUs(cause=IdleCause.memory, buildings=[building.name], gpus=building.gpus, detail=(
+        f"memory: the plan's stages need {least / GIB:.1f} GiB per GPU at least, {building.gpu_type} offers "
+        f"{usable / GIB:.1f} GiB usable"))
+    sharded = DPVariant(DPMode.fsdp)
+    if variant == sharded:
+        return idle, []
+    fsdp = min(_stage_needs(build_shape_costs(instance, shape, [sharded]), resolved, sharded))
+    if fsdp > usable:
+        return idle, []
+    return idle, [f"dp_mode fsdp would bring the least stage to {fsdp / GIB:.1f} GiB per GPU, within "
+                  f"{building.name}'s {usable / GIB:.1f} GiB"]
+
+
+def _stage_needs(costs: ShapeCosts, resolved: ResolvedLayout, variant: DPVariant) -> list[float]:
+    inflight = inflight_microbatches(resolved.schedule, resolved.actions)
+    return [memory.stage_bytes(costs, variant, j, s.layers, inflight[j]) for j, s in enumerate(resolved.stages)]
+
+
+def _link_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,
+               iteration_s: float | None, solve: SolveStats | None) -> IdleGPUs:
+    """The link cause: S = sum_j S_j (layers_j x gradient bytes per layer per cell + embedding / head) crosses the
+    bottleneck of the lowest-latency path from a used building once each way, at capacity x best efficiency."""
+    shape, graph = resolved.layout.shape, instance.topology.graph()
+    sources = {name for stage in resolved.stages for name in stage.cells_per_building}
+    lengths, paths = nx.multi_source_dijkstra(graph, sources, target=building.name, weight="latency_s")
+    hops = [graph.edges[a, b]["link"] for a, b in zip(paths, paths[1:], strict=False)]
+    bottleneck = min(hops, key=lambda link: _rate(link, shape))
+    gradient = sum(s.layers for s in resolved.stages) * costs.grad_bytes_per_layer_per_cell
+    gradient += costs.grad_bytes_fixed_first + costs.grad_bytes_fixed_last
+    seconds = gradient / _rate(bottleneck, shape)
+    against = f" against a {iteration_s:.3f} s iteration" if iteration_s else ""
+    detail = (f"link: {' -> '.join(paths)} ({lengths * 1e3:.1f} ms one way), bottleneck {bottleneck.a}-"
+              f"{bottleneck.b} {bottleneck.capacity_gbit_s:,g} Gbit/s; DP replicas there would move "
+              f"{gradient / GB:,.1f} GB of gradients each way per iteration, {seconds:.3f} s at best{against}"
+              f"{_bound_note(solve)}")
+    return IdleGPUs(cause=IdleCause.link, buildings=[building.name], gpus=building.gpus, detail=detail)
+
+
+def _rate(link: Link, shape: Shape) -> float:
+    """Bytes/s the link carries at its best transport with the cell's tp cp ep connections."""
+    return link.capacity_byte_s * max(link_efficiency(link, t, shape.cell_gpus) for t in link.transports)
+
+
+def _bound_note(solve: SolveStats | None) -> str:
+    if solve is None or solve.bound_s is None or solve.rel_gap is None:
+        return ""
+    return (f" (the search's bound {solve.bound_s:.3f} s covers layouts using them; this plan is within "
+            f"{solve.rel_gap:.2%} of it)")
