@@ -7,6 +7,9 @@ GPUs are idle
           nearest to B that d_max b divides, d_max the largest d' the cells allow);
   cell    in a building whose free GPUs hold less than one stage cell;
   memory  in an unused building whose GPU type cannot hold any of the plan's stages;
+  compute in an unused building whose replicas, under the next possible d' (m' = B / (d' b) microbatches per
+          pipeline, every replica runs the same), would compute no faster than the plan's pipelines:
+          m' t_k >= m max_used t, t a GPU type's time per layer and microbatch;
   link    in an unused building otherwise: replicas there would all-reduce every stage's gradient S_j across the
           bottleneck link of the lowest-latency path to a used building, sum_j S_j / (capacity x efficiency);
   slower  in a used building otherwise: the next possible d' fits but the optimiser did not find it faster.
@@ -91,6 +94,9 @@ def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[Building
         elif b.used_gpus == 0 and (fits := _memory_idle(instance, resolved, costs, b)) is not None:
             idle.append(fits[0])
             suggestions += fits[1]
+        elif b.used_gpus == 0 and (slow := _compute_idle(instance, resolved, costs, b, larger[0], solve)):
+            idle.append(slow)
+            links.append(b.name)
         elif b.used_gpus == 0:
             idle.append(_link_idle(instance, resolved, costs, b, iteration_s, solve))
             links.append(b.name)
@@ -98,6 +104,7 @@ def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[Building
             idle.append(IdleGPUs(cause=IdleCause.slower, buildings=[b.name], gpus=gpus, detail=(
                 f"DP {larger[0]} ({larger[0] * shape.gpus // shape.dp:,} GPUs) fits the cluster but the optimiser "
                 f"did not find it faster{_bound_note(solve)}")))
+    idle = _merged(idle)
     if links:
         d = larger[0]
         suggestions.append(
@@ -105,6 +112,19 @@ def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[Building
             f"{shape.micro_batch} x {instance.training.batch_sequences // (d * shape.micro_batch)} microbatches, "
             f"{d * shape.gpus // shape.dp:,} GPUs) whose extra replicas sit there")
     return idle, suggestions
+
+
+def _merged(idle: list[IdleGPUs]) -> list[IdleGPUs]:
+    """Buildings idle for the same cause and detail as one entry."""
+    merged: dict[tuple[IdleCause, str], IdleGPUs] = {}
+    for item in idle:
+        key = (item.cause, item.detail)
+        if key in merged:
+            first = merged[key]
+            item = first.model_copy(update={"buildings": first.buildings + item.buildings,
+                                            "gpus": first.gpus + item.gpus})
+        merged[key] = item
+    return list(merged.values())
 
 
 def _batch_idle(instance: Instance, shape: Shape, free: dict[str, int]) -> tuple[list[IdleGPUs], list[str]]:
@@ -130,7 +150,7 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
     if least <= usable:
         return None
     idle = IdleGPUs(cause=IdleCause.memory, buildings=[building.name], gpus=building.gpus, detail=(
-        f"memory: the plan's stages need {least / GIB:.1f} GiB per GPU at least, {building.gpu_type} offers "
+        f"the plan's stages need {least / GIB:.1f} GiB per GPU at least, {building.gpu_type} offers "
         f"{usable / GIB:.1f} GiB usable"))
     sharded = DPVariant(DPMode.fsdp)
     if variant == sharded:
@@ -140,6 +160,23 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
         return idle, []
     return idle, [f"dp_mode fsdp would bring the least stage to {fsdp / GIB:.1f} GiB per GPU, within "
                   f"{building.name}'s {usable / GIB:.1f} GiB"]
+
+
+def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse, dp: int,
+                  solve: SolveStats | None) -> IdleGPUs | None:
+    """The compute cause when m' t_k >= m t_used (module docstring), else None."""
+    shape = resolved.layout.shape
+    used = {instance.topology.building(name).gpu_type for s in resolved.stages for name in s.cells_per_building}
+    slowest = max(used, key=lambda t: costs.per_gpu_type[t].layer.total_s)
+    t_used, t_k = (costs.per_gpu_type[t].layer.total_s for t in (slowest, building.gpu_type))
+    m, m_next = shape.microbatches, instance.training.batch_sequences // (dp * shape.micro_batch)
+    if m_next * t_k < m * t_used:
+        return None
+    detail = (f"DP {dp} leaves every pipeline {m_next} microbatches; a layer takes {t_k * 1e3:.2f} ms per "
+              f"microbatch on {building.gpu_type}, {t_used * 1e3:.2f} ms on {slowest}: {m_next} x {t_k * 1e3:.2f} >= "
+              f"{m} x {t_used * 1e3:.2f} ms, so replicas there would be slower than the plan's before any link "
+              f"time{_bound_note(solve)}")
+    return IdleGPUs(cause=IdleCause.compute, buildings=[building.name], gpus=building.gpus, detail=detail)
 
 
 def _stage_needs(costs: ShapeCosts, resolved: ResolvedLayout, variant: DPVariant) -> list[float]:
@@ -160,7 +197,7 @@ def _link_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, 
     gradient += costs.grad_bytes_fixed_first + costs.grad_bytes_fixed_last
     seconds = gradient / _rate(bottleneck, shape)
     against = f" against a {iteration_s:.3f} s iteration" if iteration_s else ""
-    detail = (f"link: {' -> '.join(paths)} ({lengths * 1e3:.1f} ms one way), bottleneck {bottleneck.a}-"
+    detail = (f"{' -> '.join(paths)} ({lengths * 1e3:.1f} ms one way), bottleneck {bottleneck.a}-"
               f"{bottleneck.b} {bottleneck.capacity_gbit_s:,g} Gbit/s; DP replicas there would move "
               f"{gradient / GB:,.1f} GB of gradients each way per iteration, {seconds:.3f} s at best{against}"
               f"{_bound_note(solve)}")

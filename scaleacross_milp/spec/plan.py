@@ -191,6 +191,9 @@ class IdleCause(str, Enum):
     """Fewer GPUs left in the building than one stage cell (TP x CP x EP)."""
     memory = "memory"
     """The plan's stages do not fit the building's GPUs."""
+    compute = "compute"
+    """The building's GPUs are too slow: with the microbatches per pipeline a larger DP leaves, its replicas would
+    compute longer than the plan's pipelines do."""
     link = "link"
     """Reaching the building costs link time the optimiser found not worth it (figures in the detail)."""
     slower = "slower"
