@@ -5,7 +5,8 @@ a DP degree d' is possible when ep | d', d' b | B and the cluster holds its cell
 GPUs are idle
   batch   when no possible d' exceeds the plan's d: the batch does not divide (the cheapest change is the batch
           nearest to B that d_max b divides, d_max the largest d' the cells allow);
-  cell    in a building whose free GPUs hold less than one stage cell;
+  cell    when the free GPUs hold no further replica (d_max = d), or in a building whose free GPUs hold less than
+          one stage cell;
   memory  in an unused building whose GPU type cannot hold any of the plan's stages;
   compute in an unused building whose replicas, under the next possible d' (m' = B / (d' b) microbatches per
           pipeline, every replica runs the same), would compute no faster than the plan's pipelines:
@@ -75,43 +76,54 @@ def dividing_batch(instance: Instance, shape: Shape) -> tuple[int, int]:
 
 def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[BuildingUse], iteration_s: float | None,
           solve: SolveStats | None) -> tuple[list[IdleGPUs], list[str]]:
+    """Idle GPUs by cause (module docstring) and the cheapest changes that would use them."""
     shape = resolved.layout.shape
     free = {b.name: b.gpus - b.used_gpus for b in buildings if b.gpus > b.used_gpus}
     if not free:
         return [], []
+    if largest_dp(instance, shape) <= shape.dp:
+        cells = sum(b.gpus // shape.cell_gpus for b in instance.topology.buildings)
+        return [IdleGPUs(cause=IdleCause.cell, buildings=sorted(free), gpus=sum(free.values()), detail=(
+            f"the free GPUs hold no further DP replica: {shape.ep} more need PP {shape.pp} stage cells of "
+            f"{shape.cell_gpus} GPUs; the buildings hold {cells:,} whole cells, "
+            f"{shape.pp * shape.cells_per_stage:,} in use"))], []
     larger = [d for d in possible_dp(instance, shape) if d > shape.dp]
     if not larger:
         return _batch_idle(instance, shape, free)
     costs = build_shape_costs(instance, shape, [resolved.variant])
-    idle, suggestions, links = [], [], []
+    idle, suggestions, priced = [], [], []
     for b in buildings:
-        if b.name not in free:
-            continue
-        gpus = free[b.name]
-        if gpus < shape.cell_gpus:
-            idle.append(IdleGPUs(cause=IdleCause.cell, buildings=[b.name], gpus=gpus, detail=(
-                f"{gpus:,} GPUs free in {b.name}, fewer than one stage cell (TP x CP x EP = {shape.cell_gpus})")))
-        elif b.used_gpus == 0 and (fits := _memory_idle(instance, resolved, costs, b)) is not None:
-            idle.append(fits[0])
-            suggestions += fits[1]
-        elif b.used_gpus == 0 and (slow := _compute_idle(instance, resolved, costs, b, larger[0], solve)):
-            idle.append(slow)
-            links.append(b.name)
-        elif b.used_gpus == 0:
-            idle.append(_link_idle(instance, resolved, costs, b, iteration_s, solve))
-            links.append(b.name)
-        else:
-            idle.append(IdleGPUs(cause=IdleCause.slower, buildings=[b.name], gpus=gpus, detail=(
-                f"DP {larger[0]} ({larger[0] * shape.gpus // shape.dp:,} GPUs) fits the cluster but the optimiser "
-                f"did not find it faster{_bound_note(solve)}")))
-    idle = _merged(idle)
-    if links:
+        if b.name in free:
+            item, changes = _building_idle(instance, resolved, costs, b, larger[0], iteration_s, solve)
+            idle.append(item)
+            suggestions += changes
+            priced += [b.name] if item.cause in (IdleCause.compute, IdleCause.link) else []
+    if priced:
         d = larger[0]
         suggestions.append(
-            f"to price using {', '.join(links)}: evaluate a layout with DP {d} (same TP / CP / EP / PP, micro-batch "
+            f"to price using {', '.join(priced)}: evaluate a layout with DP {d} (same TP / CP / EP / PP, micro-batch "
             f"{shape.micro_batch} x {instance.training.batch_sequences // (d * shape.micro_batch)} microbatches, "
             f"{d * shape.gpus // shape.dp:,} GPUs) whose extra replicas sit there")
-    return idle, suggestions
+    return _merged(idle), suggestions
+
+
+def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, b: BuildingUse, dp: int,
+                   iteration_s: float | None, solve: SolveStats | None) -> tuple[IdleGPUs, list[str]]:
+    """Why `b`'s free GPUs are idle when the batch allows DP `dp` > the plan's: cell, memory, compute, link or
+    slower, the first that holds."""
+    shape, gpus = resolved.layout.shape, b.gpus - b.used_gpus
+    if gpus < shape.cell_gpus:
+        return IdleGPUs(cause=IdleCause.cell, buildings=[b.name], gpus=gpus, detail=(
+            f"{gpus:,} GPUs free in {b.name}, fewer than one stage cell (TP x CP x EP = {shape.cell_gpus})")), []
+    if b.used_gpus == 0:
+        if (fits := _memory_idle(instance, resolved, costs, b)) is not None:
+            return fits
+        if (slow := _compute_idle(instance, resolved, costs, b, dp, solve)) is not None:
+            return slow, []
+        return _link_idle(instance, resolved, costs, b, iteration_s, solve), []
+    return IdleGPUs(cause=IdleCause.slower, buildings=[b.name], gpus=gpus, detail=(
+        f"DP {dp} ({dp * shape.gpus // shape.dp:,} GPUs) fits the cluster but the optimiser did not find it "
+        f"faster{_bound_note(solve)}")), []
 
 
 def _merged(idle: list[IdleGPUs]) -> list[IdleGPUs]:
