@@ -17,7 +17,6 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
 
-import click
 import typer
 from pydantic import ValidationError
 from rich.console import Console
@@ -37,13 +36,17 @@ EXIT_INPUT = 2
 EXIT_INTERNAL = 3
 
 
+CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+"""Usage errors (bad option, missing argument) of the click typer runs on (its own copy since typer 0.2x)."""
+
+
 class GuardedGroup(TyperGroup):
     """Every command runs under a guard: an unexpected exception prints one line naming it and exits 3."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except (typer.Exit, typer.Abort, CLICK_ERROR):
             raise
         except Exception as exc:  # the promise: no traceback, whatever fails
             raise internal_error(exc) from None
