@@ -270,8 +270,8 @@ def evaluate(
     trace: TraceOpt = None,
     plot: PlotOpt = None,
     allow_infeasible: Annotated[bool, typer.Option(
-        "--allow-infeasible", help="price a layout that does not fit in memory, puts TP x CP beyond the NVLink "
-                                   "domain or overfills a building (marked infeasible in the report)")] = False,
+        "--allow-infeasible", help="price a layout that does not fit in memory, puts TP beyond the NVLink domain "
+                                   "or overfills a building (marked infeasible in the report)")] = False,
 ) -> None:
     """Price a fixed plan or layout without optimising: check it as `solve` would, replay it and print the
     verifier's report and what it leaves unused."""

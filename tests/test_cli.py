@@ -392,7 +392,7 @@ def test_evaluate_allow_infeasible_prices_it_and_marks_it(tmp_path):
 
 def test_evaluate_refuses_tp_beyond_the_nvlink_domain(tmp_path, assert_input_error):
     result = run("evaluate", small(tmp_path, 64, 32), bare_layout(tmp_path, 16, 1, 2, 16))
-    assert_input_error(result, "TP x CP = 16 x 1 = 16 GPUs, wider than the NVLink domain of 8 GPUs (h100)")
+    assert_input_error(result, "stages[0] in A: TP 16 is wider than the NVLink domain of 8 GPUs (h100)")
 
 
 def test_evaluate_says_what_a_batch_that_does_not_divide_leaves_idle(tmp_path):

@@ -5,7 +5,7 @@ it; pipelines of one pattern behave alike, so the replay simulates each pattern 
 `pipelines` times on the links. Every inconsistency (a layout that does not describe a job of the instance)
 raises InputError naming the field. What the hardware cannot run is listed with its binding figure in
 `ResolvedLayout.infeasible`, as `solve` screens it: per stage and building, activations in flight plus states
-above the usable HBM (`costmodel.memory.stage_bytes`, the MILP's tables); a TP x CP group wider than the
+above the usable HBM (`costmodel.memory.stage_bytes`, the MILP's tables); a TP group wider than the
 building's NVLink domain; a building holding more GPUs than it has. `check` refuses such a layout.
 """
 
@@ -157,16 +157,17 @@ def _memory_problems(use: tuple[StageMemory, ...]) -> list[str]:
 
 
 def _nvlink_problems(instance: Instance, shape: Shape, stages: list[StagePlacement]) -> list[str]:
-    """TP x CP must fit one NVLink domain in every building holding a stage (as `solve`'s shapes do)."""
-    group, problems, seen = shape.tp * shape.cp, [], set()
+    """TP must fit one NVLink domain in every building holding a stage (its collectives run every layer). CP may
+    span domains (Llama 3 405B ran CP 16 over TP 8), priced at the fabric tier by the cost model."""
+    problems, seen = [], set()
     for j, stage in enumerate(stages):
         for name in stage.cells_per_building:
             gpu_type = instance.topology.building(name).gpu_type
             domain = instance.gpu_types[gpu_type].nvlink_domain_gpus
-            if group > domain and name not in seen:
+            if shape.tp > domain and name not in seen:
                 seen.add(name)
-                problems.append(f"stages[{j}] in {name}: TP x CP = {shape.tp} x {shape.cp} = {group} GPUs, wider "
-                                f"than the NVLink domain of {domain} GPUs ({gpu_type})")
+                problems.append(f"stages[{j}] in {name}: TP {shape.tp} is wider than the NVLink domain of "
+                                f"{domain} GPUs ({gpu_type})")
     return problems
 
 
