@@ -8,9 +8,10 @@ GPUs are idle
   cell    when the free GPUs hold no further replica (d_max = d), or in a building whose free GPUs hold less than
           one stage cell;
   memory  in an unused building whose GPU type cannot hold any of the plan's stages;
-  compute in an unused building whose replicas, under the next possible d' (m' = B / (d' b) microbatches per
-          pipeline, every replica runs the same), would compute no faster than the plan's pipelines:
-          m' t_k >= m max_used t, t a GPU type's time per layer and microbatch;
+  compute in an unused building when the replicas the next possible d' adds (m' = B / (d' b) microbatches per
+          pipeline, every replica runs the same) would compute no faster than the plan's pipelines:
+          m' t_pace >= m max_used t, t a GPU type's time per layer and microbatch, pace the slowest building
+          the added cells need when filled fastest type first;
   link    in an unused building otherwise: replicas there would all-reduce every stage's gradient S_j across the
           bottleneck link of the lowest-latency path to a used building, sum_j S_j / (capacity x efficiency);
   slower  in a used building otherwise: the next possible d' fits but the optimiser did not find it faster.
@@ -91,10 +92,13 @@ def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[Building
     if not larger:
         return _batch_idle(instance, shape, free)
     costs = build_shape_costs(instance, shape, [resolved.variant])
+    fill = _fill(instance, shape, free, larger[0], costs)
+    limiting = next(b for b in buildings if b.name == fill[-1])
     idle, suggestions, priced = [], [], []
     for b in buildings:
         if b.name in free:
-            item, changes = _building_idle(instance, resolved, costs, b, larger[0], iteration_s, solve)
+            pace = limiting if b.name in fill else b
+            item, changes = _building_idle(instance, resolved, costs, b, pace, larger[0], iteration_s, solve)
             idle.append(item)
             suggestions += changes
             priced += [b.name] if item.cause in (IdleCause.compute, IdleCause.link) else []
@@ -107,10 +111,27 @@ def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[Building
     return _merged(idle), suggestions
 
 
-def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, b: BuildingUse, dp: int,
-                   iteration_s: float | None, solve: SolveStats | None) -> tuple[IdleGPUs, list[str]]:
-    """Why `b`'s free GPUs are idle when the batch allows DP `dp` > the plan's: cell, memory, compute, link or
-    slower, the first that holds."""
+def _fill(instance: Instance, shape: Shape, free: dict[str, int], dp: int, costs: ShapeCosts) -> list[str]:
+    """Buildings the (dp - d) / ep x pp more stage cells of DP `dp` take, fastest GPU type first (then most free
+    GPUs): the last one sets the pace of the added replicas."""
+    def pace(name: str) -> tuple[float, int]:
+        return costs.per_gpu_type[instance.topology.building(name).gpu_type].layer.total_s, -free[name]
+
+    need, taken = (dp - shape.dp) // shape.ep * shape.pp, []
+    for name in sorted(free, key=pace):
+        if need <= 0:
+            break
+        if cells := free[name] // shape.cell_gpus:
+            taken.append(name)
+            need -= cells
+    return taken
+
+
+def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, b: BuildingUse,
+                   pace: BuildingUse, dp: int, iteration_s: float | None, solve: SolveStats | None
+                   ) -> tuple[IdleGPUs, list[str]]:
+    """Why `b`'s free GPUs are idle when the batch allows DP `dp` > the plan's: cell, memory, compute (at the
+    speed of `pace`, the slowest building DP `dp` needs with `b`), link or slower, the first that holds."""
     shape, gpus = resolved.layout.shape, b.gpus - b.used_gpus
     if gpus < shape.cell_gpus:
         return IdleGPUs(cause=IdleCause.cell, buildings=[b.name], gpus=gpus, detail=(
@@ -118,7 +139,7 @@ def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCos
     if b.used_gpus == 0:
         if (fits := _memory_idle(instance, resolved, costs, b)) is not None:
             return fits
-        if (slow := _compute_idle(instance, resolved, costs, b, dp, solve)) is not None:
+        if (slow := _compute_idle(instance, resolved, costs, b, pace, dp, solve)) is not None:
             return slow, []
         return _link_idle(instance, resolved, costs, b, iteration_s, solve), []
     return IdleGPUs(cause=IdleCause.slower, buildings=[b.name], gpus=gpus, detail=(
@@ -174,19 +195,21 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
                   f"{building.name}'s {usable / GIB:.1f} GiB"]
 
 
-def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse, dp: int,
-                  solve: SolveStats | None) -> IdleGPUs | None:
-    """The compute cause when m' t_k >= m t_used (module docstring), else None."""
+def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,
+                  pace: BuildingUse, dp: int, solve: SolveStats | None) -> IdleGPUs | None:
+    """The compute cause when m' t_pace >= m t_used (module docstring), else None."""
     shape = resolved.layout.shape
     used = {instance.topology.building(name).gpu_type for s in resolved.stages for name in s.cells_per_building}
     slowest = max(used, key=lambda t: costs.per_gpu_type[t].layer.total_s)
-    t_used, t_k = (costs.per_gpu_type[t].layer.total_s for t in (slowest, building.gpu_type))
+    t_used, t_k = (costs.per_gpu_type[t].layer.total_s for t in (slowest, pace.gpu_type))
     m, m_next = shape.microbatches, instance.training.batch_sequences // (dp * shape.micro_batch)
     if m_next * t_k < m * t_used:
         return None
-    detail = (f"DP {dp} leaves every pipeline {m_next} microbatches; a layer takes {t_k * 1e3:.2f} ms per "
-              f"microbatch on {building.gpu_type}, {t_used * 1e3:.2f} ms on {slowest}: {m_next} x {t_k * 1e3:.2f} >= "
-              f"{m} x {t_used * 1e3:.2f} ms, so replicas there would be slower than the plan's before any link "
+    extra = (dp - shape.dp) * (shape.gpus // shape.dp)
+    also = "" if pace.name == building.name else f" ({extra:,} more GPUs for this shape, {pace.name}'s too)"
+    detail = (f"DP {dp}{also} leaves every pipeline {m_next} microbatches; a layer takes {t_k * 1e3:.2f} ms per "
+              f"microbatch on {pace.gpu_type}, {t_used * 1e3:.2f} ms on {slowest}: {m_next} x {t_k * 1e3:.2f} >= "
+              f"{m} x {t_used * 1e3:.2f} ms, so the added replicas would be slower than the plan's before any link "
               f"time{_bound_note(solve)}")
     return IdleGPUs(cause=IdleCause.compute, buildings=[building.name], gpus=building.gpus, detail=detail)
 
@@ -209,7 +232,7 @@ def _link_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, 
     gradient += costs.grad_bytes_fixed_first + costs.grad_bytes_fixed_last
     seconds = gradient / _rate(bottleneck, shape)
     against = f" against a {iteration_s:.3f} s iteration" if iteration_s else ""
-    detail = (f"{' -> '.join(paths)} ({lengths * 1e3:.1f} ms one way), bottleneck {bottleneck.a}-"
+    detail = (f"{' -> '.join(paths)} ({lengths * 1e3:.3g} ms one way), bottleneck {bottleneck.a}-"
               f"{bottleneck.b} {bottleneck.capacity_gbit_s:,g} Gbit/s; DP replicas there would move "
               f"{gradient / GB:,.1f} GB of gradients each way per iteration, {seconds:.3f} s at best{against}"
               f"{_bound_note(solve)}")

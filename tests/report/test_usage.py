@@ -77,7 +77,7 @@ def test_unused_building_behind_a_thin_link_gets_the_gradient_figure(tiny):
     [idle] = usage.idle
     assert (idle.cause, idle.buildings, idle.gpus) == (IdleCause.link, ["B"], 64)
     seconds = PARAMS * 4 / 12.5e9
-    assert "A -> B (4.9 ms one way), bottleneck A-B 100 Gbit/s" in idle.detail
+    assert "A -> B (4.91 ms one way), bottleneck A-B 100 Gbit/s" in idle.detail
     assert f"{PARAMS * 4 / 1e9:,.1f} GB of gradients each way per iteration, {seconds:.3f} s at best against a " \
            "1.500 s iteration" in idle.detail
     assert f"{seconds:.3f}" == "2.570"
@@ -140,3 +140,16 @@ def test_plan_json_carries_usage_and_older_plans_load(tiny):
     plan = Plan.model_validate(plan_data() | {"usage": usage.model_dump(mode="json")})
     assert Plan.model_validate_json(plan.model_dump_json()).usage == usage
     assert Plan.model_validate(plan_data()).usage is None
+
+
+def test_fast_building_idles_when_the_next_dp_also_needs_the_slow_one(tiny):
+    """DP 8 -> 16 adds 8 cells of 8 GPUs: B (H100) holds 4, so C (4x slower) must hold the other 4 and sets the
+    pace: 2 x 4t > 4t, so B idles for C's speed, not for its own link."""
+    buildings = [{"name": "A", "gpus": 64, "gpu_type": "h100"}, {"name": "B", "gpus": 32, "gpu_type": "h100"},
+                 {"name": "C", "gpus": 32, "gpu_type": "slow"}]
+    links = [LINK[0], LINK[0] | {"b": "C"}]
+    instance = tiny(buildings=buildings, links=links, gpu_types={"slow": scaled(4.0)})
+    b, c = usage_of(instance, bare(tp=8, pp=1, dp=8, microbatches=4)).idle
+    assert (b.cause, b.buildings, c.cause, c.buildings) == (IdleCause.compute, ["B"], IdleCause.compute, ["C"])
+    assert b.detail.startswith("DP 16 (64 more GPUs for this shape, C's too) leaves every pipeline 2 microbatches")
+    assert "on slow" in b.detail and "on slow" in c.detail
