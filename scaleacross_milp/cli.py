@@ -217,9 +217,10 @@ def load_layout(path: Path) -> Layout:
 
 def check_or_exit(spec: Instance, layout: Layout, base_dir: Path, internal: bool = False,
                   allow_infeasible: bool = False) -> ResolvedLayout:
-    """verify.layout.check: exit 2 naming the field or the binding figure (memory, NVLink domain, building
-    capacity; the latter priced anyway with `allow_infeasible`). `internal`: the layout came from the solver,
-    so a mismatch is a bug (exit 3) and infeasibility is only reported."""
+    """verify.layout.check: exit 2 naming the inconsistent field, or the binding figure of what the hardware
+    cannot run (memory, NVLink domain, building capacity), which `allow_infeasible` lets through to be priced.
+    `internal`: the layout came from the solver, so a mismatch is a bug (exit 3) and infeasibility is only
+    reported."""
     from scaleacross_milp.verify.layout import InfeasibleLayout, check
 
     try:
