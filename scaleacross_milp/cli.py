@@ -5,7 +5,8 @@ Exit codes:
   1  no feasible layout found within the time limit (NoPlanFound: the instance may still be feasible);
   2  a problem with the input: unreadable or malformed file, invalid field, infeasible instance (e.g. the
      model does not fit in memory), existing output file without --force, bad option;
-  3  internal error: the solver produced a plan that violates the plan contract (a bug; please report).
+  3  internal error: the solver produced a plan that violates the plan contract, or any unexpected exception in
+     any command (one line naming it, never a traceback; a bug, please report).
 """
 
 from __future__ import annotations
@@ -14,23 +15,52 @@ import json
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import IO, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
-from scaleacross_milp.report.summary import render_plan
+from scaleacross_milp.report.summary import render_plan, render_usage
 from scaleacross_milp.report.verification import render_verification
 from scaleacross_milp.spec.instance import InputError, Instance, load_instance, read_json
-from scaleacross_milp.spec.plan import Layout, Plan
+from scaleacross_milp.spec.plan import Layout, Plan, Verification
+
+if TYPE_CHECKING:
+    from scaleacross_milp.verify.layout import ResolvedLayout
 
 EXIT_NO_PLAN = 1
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
 
+
+CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+"""Usage errors (bad option, missing argument) of the click typer runs on (its own copy since typer 0.2x)."""
+
+
+class GuardedGroup(TyperGroup):
+    """Every command runs under a guard: an unexpected exception prints one line naming it and exits 3."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, CLICK_ERROR):
+            raise
+        except Exception as exc:  # the promise: no traceback, whatever fails
+            raise internal_error(exc) from None
+
+
+def internal_error(exc: Exception) -> typer.Exit:
+    """`error: internal error: Type: message` on one line of stderr, exit 3."""
+    message = " ".join(str(exc).split())
+    return fail(f"internal error: {type(exc).__name__}{': ' + message if message else ''} (please report)",
+                EXIT_INTERNAL)
+
+
 app = typer.Typer(
+    cls=GuardedGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -149,6 +179,7 @@ def solve(
 ) -> None:
     """Find the fastest layout, replay it (unless --no-verify) and print both; write the plan JSON only with -o."""
     from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
+    from scaleacross_milp.report.usage import plan_usage
 
     if no_verify and (trace or plot):
         raise fail("--trace and --plot need the replay; drop --no-verify")
@@ -164,9 +195,12 @@ def solve(
         details = "; ".join(error_lines(exc))
         message = f"internal error: the solver built an invalid {exc.title}: {details}"
         raise fail(message, EXIT_INTERNAL) from None
+    resolved = check_or_exit(spec, plan, Path(), internal=True)
+    plan = plan.model_copy(update={"usage": plan_usage(spec, resolved, plan.prediction.iteration_s, plan.solve)})
     render_plan(plan, console())
+    render_usage(plan.usage, console())
     if not no_verify:
-        plan = verify_and_report(spec, plan, Path(), trace, plot, force, internal=True)
+        plan, _ = verify_and_report(spec, plan, Path(), trace, plot, force, internal=True)
     if output is not None:
         write_plan(plan, output, force)
 
@@ -181,10 +215,29 @@ def load_layout(path: Path) -> Layout:
         raise Problems(path, error_lines(exc)) from None
 
 
+def check_or_exit(spec: Instance, layout: Layout, base_dir: Path, internal: bool = False,
+                  allow_infeasible: bool = False) -> ResolvedLayout:
+    """verify.layout.check: exit 2 naming the inconsistent field, or the binding figure of what the hardware
+    cannot run (memory, NVLink domain, building capacity), which `allow_infeasible` lets through to be priced.
+    `internal`: the layout came from the solver, so a mismatch is a bug (exit 3) and infeasibility is only
+    reported."""
+    from scaleacross_milp.verify.layout import InfeasibleLayout, check
+
+    try:
+        return check(spec, layout, base_dir, allow_infeasible or internal)
+    except InfeasibleLayout as exc:
+        raise fail(f"infeasible layout: {exc} (--allow-infeasible prices it anyway)") from None
+    except InputError as exc:
+        if internal:
+            raise fail(f"internal error: the solver's plan does not check: {exc}", EXIT_INTERNAL) from None
+        raise fail(str(exc)) from None
+
+
 def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Path | None, plot: Path | None,
-                      force: bool, internal: bool = False) -> Layout:
-    """Replay `layout`, print the verification, write trace / plot; returns the layout with it attached when
-    it is a Plan. `internal`: the layout came from the solver, so a mismatch is a bug (exit 3)."""
+                      force: bool, internal: bool = False) -> tuple[Layout, Verification]:
+    """Replay `layout`, print the verification, write trace / plot; returns the layout (with the verification
+    attached when it is a Plan) and the verification. `internal`: the layout came from the solver, so a mismatch
+    is a bug (exit 3)."""
     from scaleacross_milp.verify.replay import DeadlockError
     from scaleacross_milp.verify.verifier import verify
 
@@ -205,7 +258,9 @@ def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Pat
 
         title = f"{spec.name}: replayed iteration {verification.iteration_s:.3f} s"
         write_file(plot, force, lambda handle: draw_timeline(run.records, handle, title), "timeline", binary=True)
-    return layout.model_copy(update={"verification": verification}) if isinstance(layout, Plan) else layout
+    if isinstance(layout, Plan):
+        layout = layout.model_copy(update={"verification": verification})
+    return layout, verification
 
 
 @app.command()
@@ -215,8 +270,14 @@ def evaluate(
     force: ForceOpt = False,
     trace: TraceOpt = None,
     plot: PlotOpt = None,
+    allow_infeasible: Annotated[bool, typer.Option(
+        "--allow-infeasible", help="price a layout that does not fit in memory, puts TP beyond the NVLink domain "
+                                   "or overfills a building (marked infeasible in the report)")] = False,
 ) -> None:
-    """Price a fixed plan or layout without optimising: replay it and print the verifier's report."""
+    """Price a fixed plan or layout without optimising: check it as `solve` would, replay it and print the
+    verifier's report and what it leaves unused."""
+    from scaleacross_milp.report.usage import plan_usage
+
     refuse_existing([trace, plot], force)
     spec = load_or_exit(instance)
     try:
@@ -225,9 +286,12 @@ def evaluate(
         raise report_problems(problems) from None
     except InputError as exc:
         raise fail(str(exc)) from None
+    resolved = check_or_exit(spec, layout, plan.parent, allow_infeasible=allow_infeasible)
     if isinstance(layout, Plan):
         render_plan(layout, console())
-    verify_and_report(spec, layout, plan.parent, trace, plot, force)
+    _, verification = verify_and_report(spec, layout, plan.parent, trace, plot, force)
+    stats = layout.solve if isinstance(layout, Plan) else None
+    render_usage(plan_usage(spec, resolved, verification.iteration_s, stats), console())
 
 
 def write_file(output: Path, force: bool, write: Callable[[IO], None], what: str, binary: bool) -> None:

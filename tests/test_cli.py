@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from scaleacross_milp import cli
 from scaleacross_milp.milp import solve as solve_module
 from scaleacross_milp.spec.plan import Plan
+from tests.conftest import H100
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPUS = ROOT / "instances" / "campus-2b-llama3-70b.json"
@@ -267,6 +268,19 @@ def test_solve_prints_verification_side_by_side(solved):
     assert plan.verification is not None and plan.verification.iteration_s == pytest.approx(verified, abs=1e-3)
 
 
+def test_solve_reports_cluster_use_and_carries_it_in_the_plan(solved):
+    result, out = solved
+    plan = Plan.model_validate_json(out.read_text())
+    usage = plan.usage
+    assert usage is not None and usage.used_gpus == plan.shape.gpus and usage.gpus == 4096
+    assert f"GPUs used: {usage.used_gpus:,} of 4,096" in result.stdout
+    assert "HBM per GPU (activations in flight + states)" in result.stdout
+    held = sorted((s.stage, name) for s in plan.stages for name in s.cells_per_building)
+    assert sorted((m.stage, m.building) for m in usage.memory) == held
+    assert all(0 < m.used_gib <= m.usable_gib for m in usage.memory)  # the MILP's memory rows hold
+    assert usage.infeasible == []
+
+
 def test_solve_no_verify_skips_replay(tmp_path):
     result = run("solve", CAMPUS, "--time-limit", "20", "--no-verify", "-o", tmp_path / "p.json")
     assert result.exit_code == 0, result.output
@@ -339,3 +353,82 @@ def test_evaluate_refuses_to_overwrite_trace(tmp_path, assert_input_error):
     result = run("evaluate", CAMPUS, write(tmp_path, CAMPUS_LAYOUT, "layout.json"), "--trace", trace)
     assert_input_error(result, "exists", "--force")
     assert trace.read_text() == "keep"
+
+
+# ---- evaluate checks what solve checks; what a plan leaves unused --------------------------------------------
+
+
+def small(tmp_path: Path, gpus: int, batch: int, **training) -> Path:
+    """Llama 3 8B on one building of `gpus` H100s (tests/conftest.py's small instance, as a file)."""
+    data = {"name": "small", "model": {"file": str(ROOT / "models" / "llama3-8b.json")},
+            "training": {"seq_len": 8192, "global_batch_sequences": batch, "recompute": "selective", **training},
+            "gpu_types": {"h100": H100}, "topology": {"buildings": [{"name": "A", "gpus": gpus, "gpu_type": "h100"}]},
+            "search": {"time_limit_s": 20}}
+    return write(tmp_path, data, "small.json")
+
+
+def bare_layout(tmp_path: Path, tp: int, pp: int, dp: int, microbatches: int) -> Path:
+    layout = {"shape": {"tp": tp, "pp": pp, "dp": dp, "micro_batch": 1, "microbatches": microbatches},
+              "schedule": "1f1b", "dp_mode": "ddp"}
+    return write(tmp_path, layout, "layout.json")
+
+
+def test_evaluate_refuses_a_layout_over_memory_with_the_binding_figure(tmp_path, assert_input_error):
+    """TP 1 under DDP holds all of Llama 3 8B's states on each GPU (tests/verify/test_layout.py's hand count)."""
+    instance, layout = small(tmp_path, 64, 32, recompute="full"), bare_layout(tmp_path, 1, 1, 32, 1)
+    result = run("evaluate", instance, layout)
+    assert_input_error(result, "stages[0] in A: 142.5 GiB needed per GPU > 73.2 GiB usable (h100)",
+                       "--allow-infeasible")
+    assert "Verifier" not in result.stdout
+
+
+def test_evaluate_allow_infeasible_prices_it_and_marks_it(tmp_path):
+    instance, layout = small(tmp_path, 64, 32, recompute="full"), bare_layout(tmp_path, 1, 1, 32, 1)
+    result = run("evaluate", instance, layout, "--allow-infeasible")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^Verifier: [\d.]+ (s|ms)$", result.stdout, re.M)
+    assert "INFEASIBLE on this hardware, priced anyway: stages[0] in A: 142.5 GiB needed per GPU" in result.stdout
+
+
+def test_evaluate_refuses_tp_beyond_the_nvlink_domain(tmp_path, assert_input_error):
+    result = run("evaluate", small(tmp_path, 64, 32), bare_layout(tmp_path, 16, 1, 2, 16))
+    assert_input_error(result, "stages[0] in A: TP 16 is wider than the NVLink domain of 8 GPUs (h100)")
+
+
+def test_evaluate_says_what_a_batch_that_does_not_divide_leaves_idle(tmp_path):
+    """509 sequences (prime) on 256 GPUs: TP 8 x PP 4 runs DP 1 on 32 GPUs; 512 = 8 x 64 would use all 256."""
+    result = run("evaluate", small(tmp_path, 256, 509), bare_layout(tmp_path, 8, 4, 1, 509))
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "GPUs used: 32 of 256 (12.5 %)" in text
+    assert "Idle: 224 GPUs in A (batch): the batch does not divide" in text
+    assert "Cheapest change: global batch 512 sequences (DP 8 x micro-batch 1 x 64 microbatches) lets this shape " \
+           "use 256 GPUs instead of 32" in text
+    assert text.index("Verifier:") < text.index("GPUs used:")
+
+
+# ---- internal errors: one line, exit 3, whatever command fails -------------------------------------------------
+
+
+def fails(*_args, **_kwargs):
+    raise RuntimeError("boom\nsecond line")
+
+
+@pytest.mark.parametrize("command", ["solve", "evaluate", "validate", "schema", "calibrate"])
+def test_unexpected_exception_exits_3_with_one_line(tmp_path, monkeypatch, command):
+    from scaleacross_milp.calibration import assemble
+    from scaleacross_milp.verify import verifier
+
+    layout = write(tmp_path, CAMPUS_LAYOUT, "layout.json")
+    log = tmp_path / "nccl.log"
+    log.write_text("")
+    patches = {"solve": (solve_module, "solve_instance"), "evaluate": (verifier, "verify"),
+               "validate": (cli, "instance_lines"), "schema": (cli.typer, "echo"),
+               "calibrate": (assemble, "profile_from_logs")}
+    arguments = {"solve": [CAMPUS], "evaluate": [CAMPUS, layout], "validate": [CAMPUS], "schema": [],
+                 "calibrate": [log]}
+    monkeypatch.setattr(*patches[command], fails)
+    result = run(command, *arguments[command])
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == ["error: internal error: RuntimeError: boom second line (please report)"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
@@ -174,3 +174,17 @@ def average_activation_bytes(model: ModelSpec, shape: Shape, training: Training)
 def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int) -> float:
     """Last-stage logits buffer per GPU: b*s*V/(tp*cp) * (2 bf16 logits + 4 fp32 softmax/grad) bytes."""
     return shape.micro_batch * seq_len * model.vocab / (shape.tp * shape.cp) * 6.0
+
+
+def stage_bytes(costs: ShapeCosts, variant: DPVariant, stage: int, layers: int, inflight: float) -> float:
+    """Per-GPU bytes of pipeline stage `stage` (of costs.shape.pp) holding `layers` average layers with
+    `inflight` microbatches of activations in flight (in whole-stage units), as the MILP's memory rows read the
+    same tables: layers (a inflight + s_v) + transient_v + embedding states_v (stage 0) + LM-head states_v and
+    logits (last stage)."""
+    total = layers * (costs.activation_bytes_per_layer * inflight + costs.layer_state_bytes[variant])
+    total += costs.stage_fixed_bytes.get(variant, 0.0)
+    if stage == 0:
+        total += costs.first_stage_fixed_bytes[variant]
+    if stage == costs.shape.pp - 1:
+        total += costs.last_stage_fixed_bytes[variant]
+    return total

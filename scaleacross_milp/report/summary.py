@@ -1,4 +1,5 @@
-"""Render a Plan for the terminal: shape, placement, routes, links, prediction and the solve report."""
+"""Render a Plan for the terminal: shape, placement, routes, links, prediction and the solve report; and its
+use of the cluster (GPUs and buildings idle with their cause, HBM per stage and building, cheapest change)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleacross_milp.spec.plan import Breakdown, Plan, SolveStats
+from scaleacross_milp.spec.plan import Breakdown, Plan, SolveStats, StageMemoryUse, Usage
 from scaleacross_milp.spec.search import DPMode, Schedule
 
 BREAKDOWN_LABELS = {
@@ -160,3 +161,52 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print("[bold]Explanation[/bold]")
         for line in plan.explanation:
             console.print(f"- {line}", markup=False)
+
+
+def usage_lines(usage: Usage) -> list[str]:
+    """Infeasibility first, then GPUs used, idle GPUs with their cause and the cheapest changes."""
+    lines = ["[bold]Cluster use[/bold]"]
+    if usage.infeasible:
+        lines.append("[bold red]INFEASIBLE[/bold red] on this hardware, priced anyway: "
+                     + escape("; ".join(usage.infeasible)))
+    share = usage.used_gpus / usage.gpus if usage.gpus else None
+    lines.append(f"GPUs used: {usage.used_gpus:,} of {usage.gpus:,} ({percent(share)})")
+    idle = [b.name for b in usage.buildings if b.used_gpus == 0]
+    if idle:
+        lines.append(f"Buildings idle: {escape(', '.join(idle))}")
+    lines += [f"Idle: {item.gpus:,} GPUs in {escape(', '.join(item.buildings))} ({item.cause.value}): "
+              f"{escape(item.detail)}" for item in usage.idle]
+    lines += [f"Cheapest change: {escape(change)}" for change in usage.suggestions]
+    return lines
+
+
+def buildings_table(usage: Usage) -> Table:
+    table = Table(title="GPUs per building")
+    for name, justify in [("building", "left"), ("GPU type", "left"), ("GPUs", "right"), ("used", "right"),
+                          ("idle", "right")]:
+        table.add_column(name, justify=justify)
+    for b in usage.buildings:
+        table.add_row(b.name, b.gpu_type, f"{b.gpus:,}", f"{b.used_gpus:,}", f"{b.gpus - b.used_gpus:,}")
+    return table
+
+
+def memory_table(rows: list[StageMemoryUse]) -> Table:
+    """One row per stage and GPU type (the buildings of one type hold a stage alike)."""
+    table = Table(title="HBM per GPU (activations in flight + states)")
+    for name, justify in [("stage", "right"), ("buildings", "left"), ("GPU type", "left"), ("used", "right"),
+                          ("usable", "right"), ("free", "right")]:
+        table.add_column(name, justify=justify)
+    for (stage, gpu_type), group in groupby(rows, key=lambda r: (r.stage, r.gpu_type)):
+        group = list(group)
+        row = group[0]
+        table.add_row(str(stage), ", ".join(r.building for r in group), gpu_type, f"{row.used_gib:.1f} GiB",
+                      f"{row.usable_gib:.1f} GiB", f"{row.free_gib:.1f} GiB")
+    return table
+
+
+def render_usage(usage: Usage, console: Console) -> None:
+    """Print what the plan uses of the cluster, what it leaves idle and why, and HBM per stage."""
+    for line in usage_lines(usage):
+        console.print(line)
+    console.print(buildings_table(usage))
+    console.print(memory_table(usage.memory))

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from scaleacross_milp.spec.base import Contract
@@ -160,6 +162,66 @@ class Verification(Contract):
     replay_wall_s: NonNegativeFloat
 
 
+class BuildingUse(Contract):
+    name: str
+    gpu_type: str
+    gpus: NonNegativeInt
+    used_gpus: NonNegativeInt
+
+
+class StageMemoryUse(Contract):
+    """Per-GPU HBM of one stage in one building: activations in flight under the schedule plus states under the
+    DP mode (costmodel.memory.stage_bytes, what the MILP's memory rows read), against HBM x usable fraction."""
+
+    stage: NonNegativeInt
+    building: str
+    gpu_type: str
+    used_gib: NonNegativeFloat
+    usable_gib: NonNegativeFloat
+
+    @property
+    def free_gib(self) -> float:
+        return self.usable_gib - self.used_gib
+
+
+class IdleCause(str, Enum):
+    batch = "batch"
+    """No larger DP degree divides the global batch (DP x micro-batch must divide it) within the cluster."""
+    cell = "cell"
+    """Fewer GPUs left in the building than one stage cell (TP x CP x EP)."""
+    memory = "memory"
+    """The plan's stages do not fit the building's GPUs."""
+    compute = "compute"
+    """The building's GPUs are too slow: with the microbatches per pipeline a larger DP leaves, its replicas would
+    compute longer than the plan's pipelines do."""
+    link = "link"
+    """Reaching the building costs link time the optimiser found not worth it (figures in the detail)."""
+    slower = "slower"
+    """A larger DP degree fits these GPUs but was not faster."""
+
+
+class IdleGPUs(Contract):
+    cause: IdleCause
+    buildings: list[str]
+    gpus: NonNegativeInt
+    detail: str
+
+
+class Usage(Contract):
+    """What the plan uses of the cluster, what it leaves idle and why, HBM per stage and building, and the
+    cheapest change that would use the idle GPUs."""
+
+    gpus: NonNegativeInt
+    used_gpus: NonNegativeInt
+    buildings: list[BuildingUse]
+    memory: list[StageMemoryUse]
+    idle: list[IdleGPUs] = Field(default_factory=list)
+    suggestions: list[str] = Field(default_factory=list)
+    infeasible: list[str] = Field(default_factory=list, description=(
+        "what the hardware cannot run (memory, NVLink domain, building capacity); non-empty only for a layout "
+        "priced with --allow-infeasible"))
+
+
 class Layout(Contract):
     """The decisions of a training layout, without any optimiser output: what `evaluate` prices.
 
@@ -203,6 +265,7 @@ class Plan(Layout):
     solve: SolveStats
     explanation: list[str]
     verification: Verification | None = None
+    usage: Usage | None = None
 
     def link_transports(self) -> dict[str, Transport]:
         return {f"{use.a}-{use.b}": use.transport for use in self.links} | super().link_transports()

@@ -2,7 +2,11 @@
 
 A pattern is a building sequence (the building of each rank's stage) with the number of pipelines that follow
 it; pipelines of one pattern behave alike, so the replay simulates each pattern once and counts its flows
-`pipelines` times on the links. Every problem raises InputError naming the field.
+`pipelines` times on the links. Every inconsistency (a layout that does not describe a job of the instance)
+raises InputError naming the field. What the hardware cannot run is listed with its binding figure in
+`ResolvedLayout.infeasible`, as `solve` screens it: per stage and building, activations in flight plus states
+above the usable HBM (`costmodel.memory.stage_bytes`, the MILP's tables); a TP group wider than the
+building's NVLink domain; a building holding more GPUs than it has. `check` refuses such a layout.
 """
 
 from __future__ import annotations
@@ -11,12 +15,43 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel import memory
+from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
+from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import InputError, Instance
-from scaleacross_milp.spec.plan import Layout, PipelineRoute, StagePlacement
+from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 from scaleacross_milp.verify.actions import ScheduleActions, build_actions, read_csv
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Per-GPU HBM of one stage in one building: needed (activations in flight under the schedule + states under
+    the DP variant) and usable on the building's GPU type (HBM x usable fraction)."""
+
+    stage: int
+    building: str
+    gpu_type: str
+    needed_bytes: float
+    usable_bytes: float
+
+    @property
+    def free_bytes(self) -> float:
+        return self.usable_bytes - self.needed_bytes
+
+
+class InfeasibleLayout(InputError):
+    """A consistent layout the hardware cannot run; `problems` holds one binding figure each."""
+
+    SHOWN = 3
+
+    def __init__(self, problems: list[str]) -> None:
+        more = len(problems) - self.SHOWN
+        super().__init__("; ".join(problems[:self.SHOWN]) + (f"; and {more} more" if more > 0 else ""))
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -38,13 +73,26 @@ class ResolvedLayout:
     patterns: tuple[Pattern, ...]
     transports: dict[str, Transport]
     notes: tuple[str, ...]
+    memory: tuple[StageMemory, ...] = ()
+    """Per-GPU HBM needed and usable, per stage and building holding it."""
+    infeasible: tuple[str, ...] = ()
+    """What the hardware cannot run (memory, NVLink domain, building capacity), one binding figure each."""
 
     def cells(self, stage: int) -> dict[str, int]:
         return self.stages[stage].cells_per_building
 
 
+def check(instance: Instance, layout: Layout, base_dir: Path = Path(), allow_infeasible: bool = False
+          ) -> ResolvedLayout:
+    """`resolve`, refusing a layout the hardware cannot run (InfeasibleLayout) unless `allow_infeasible`."""
+    resolved = resolve(instance, layout, base_dir)
+    if resolved.infeasible and not allow_infeasible:
+        raise InfeasibleLayout(list(resolved.infeasible))
+    return resolved
+
+
 def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> ResolvedLayout:
-    """Check `layout` against `instance` and derive what the replay needs."""
+    """Check `layout` against `instance`, derive what the replay needs and list what the hardware cannot run."""
     shape, notes = layout.shape, []
     if layout.instance is not None and layout.instance != instance.name:
         raise InputError(f"instance: the layout is for '{layout.instance}', not '{instance.name}'")
@@ -65,8 +113,75 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
     for pattern in patterns:
         merged[pattern.buildings] += pattern.pipelines
     patterns = tuple(Pattern(b, n) for b, n in sorted(merged.items()))
+    use = stage_memory(instance, shape, variant, inflight_microbatches(schedule, actions), stages)
+    infeasible = (*_capacity_problems(instance, shape, stages), *_nvlink_problems(instance, shape, stages),
+                  *_memory_problems(use))
     return ResolvedLayout(layout, schedule, actions, variant, tuple(stages), patterns, _transports(instance, layout),
-                          tuple(notes))
+                          tuple(notes), use, infeasible)
+
+
+def inflight_microbatches(schedule: Schedule | None, actions: ScheduleActions) -> list[float]:
+    """Peak activations each rank holds, in microbatches through its whole stage: the named schedule's count
+    (costmodel.schedule, what the MILP reads); for a custom order, the most chunk forwards (F) whose backward
+    (B or I) has not run yet, over the chunks per rank."""
+    if schedule is not None:
+        option = ScheduleOption(schedule, actions.chunks)
+        return [option.inflight_microbatches(actions.ranks, r, actions.microbatches) for r in range(actions.ranks)]
+    peaks = []
+    for order in actions.order:
+        held = peak = 0
+        for action in order:
+            held += (action.kind == "F") - (action.kind in ("B", "I"))
+            peak = max(peak, held)
+        peaks.append(peak / actions.chunks)
+    return peaks
+
+
+def stage_memory(instance: Instance, shape: Shape, variant: DPVariant, inflight: list[float],
+                 stages: list[StagePlacement]) -> tuple[StageMemory, ...]:
+    """Per stage j and building k holding it: memory.stage_bytes(j, layers_j, inflight_j) against the usable
+    HBM of k's GPU type."""
+    costs = build_shape_costs(instance, shape, [variant])
+    rows = []
+    for j, stage in enumerate(stages):
+        needed = memory.stage_bytes(costs, variant, j, stage.layers, inflight[j])
+        for name in stage.cells_per_building:
+            gpu_type = instance.topology.building(name).gpu_type
+            rows.append(StageMemory(j, name, gpu_type, needed, costs.per_gpu_type[gpu_type].hbm_usable_bytes))
+    return tuple(rows)
+
+
+def _memory_problems(use: tuple[StageMemory, ...]) -> list[str]:
+    return [f"stages[{row.stage}] in {row.building}: {row.needed_bytes / GIB:.1f} GiB needed per GPU > "
+            f"{row.usable_bytes / GIB:.1f} GiB usable ({row.gpu_type})" for row in use if row.free_bytes < 0]
+
+
+def _nvlink_problems(instance: Instance, shape: Shape, stages: list[StagePlacement]) -> list[str]:
+    """TP must fit one NVLink domain in every building holding a stage (its collectives run every layer). CP may
+    span domains (Llama 3 405B ran CP 16 over TP 8), priced at the fabric tier by the cost model."""
+    problems, seen = [], set()
+    for j, stage in enumerate(stages):
+        for name in stage.cells_per_building:
+            gpu_type = instance.topology.building(name).gpu_type
+            domain = instance.gpu_types[gpu_type].nvlink_domain_gpus
+            if shape.tp > domain and name not in seen:
+                seen.add(name)
+                problems.append(f"stages[{j}] in {name}: TP {shape.tp} is wider than the NVLink domain of "
+                                f"{domain} GPUs ({gpu_type})")
+    return problems
+
+
+def _capacity_problems(instance: Instance, shape: Shape, stages: list[StagePlacement]) -> list[str]:
+    used: Counter[str] = Counter()
+    for stage in stages:
+        for name, cells in stage.cells_per_building.items():
+            used[name] += cells * shape.cell_gpus
+    problems = []
+    for name, gpus in used.items():
+        have = instance.topology.building(name).gpus
+        if gpus > have:
+            problems.append(f"stages: building {name} is over capacity: {gpus:,} GPUs placed, it has {have:,}")
+    return problems
 
 
 def _actions(layout: Layout, base_dir: Path) -> tuple[Schedule | None, ScheduleActions]:
@@ -126,12 +241,10 @@ def _check_stages(instance: Instance, layout: Layout, stages: list[StagePlacemen
     layers = sum(s.layers for s in stages)
     if layers != instance.model_spec.layers:
         raise InputError(f"stages: layers add up to {layers}, the model has {instance.model_spec.layers}")
-    used: Counter[str] = Counter()
     for j, stage in enumerate(stages):
-        for name, cells in stage.cells_per_building.items():
+        for name in stage.cells_per_building:
             if name not in known:
                 raise InputError(f"stages[{j}].cells_per_building: unknown building '{name}' (known: {known})")
-            used[name] += cells * shape.cell_gpus
         cells = sum(stage.cells_per_building.values())
         if cells != shape.cells_per_stage:
             raise InputError(f"stages[{j}]: {cells} cells ({cells * shape.cell_gpus:,} GPUs), the shape needs "
@@ -139,10 +252,6 @@ def _check_stages(instance: Instance, layout: Layout, stages: list[StagePlacemen
         if stage.layers % actions.chunks:
             raise InputError(f"stages[{j}].layers: {stage.layers} layers do not split into the schedule's "
                              f"{actions.chunks} chunks per rank")
-    for name, gpus in used.items():
-        have = instance.topology.building(name).gpus
-        if gpus > have:
-            raise InputError(f"stages: building {name} is over capacity: {gpus:,} GPUs placed, it has {have:,}")
 
 
 def chain(stages: list[StagePlacement], ep: int) -> list[PipelineRoute]:

@@ -1,4 +1,5 @@
-"""Layouts checked against their instance: clear errors naming the field, single-building defaults, chaining."""
+"""Layouts checked against their instance: clear errors naming the field, single-building defaults, chaining,
+and what the hardware cannot run (memory, NVLink domain, building capacity) with its binding figure."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 
 from scaleacross_milp.spec.instance import InputError
 from scaleacross_milp.spec.plan import Layout
-from scaleacross_milp.verify.layout import resolve
+from scaleacross_milp.spec.search import Schedule
+from scaleacross_milp.verify.actions import build_actions
+from scaleacross_milp.verify.layout import GIB, InfeasibleLayout, check, inflight_microbatches, resolve
 
 TWO = [{"name": "A", "gpus": 32, "gpu_type": "h100"}, {"name": "B", "gpus": 32, "gpu_type": "h100"}]
 LINK = [{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 10}]
@@ -58,5 +61,61 @@ def test_no_placement_puts_everything_in_the_first_building_that_fits(tiny):
 ])
 def test_mismatched_layout_is_named(tiny, overrides, message):
     with pytest.raises(InputError, match=None) as error:
-        resolve(tiny(buildings=TWO, links=LINK), layout(**overrides))
+        check(tiny(buildings=TWO, links=LINK), layout(**overrides))
     assert message in str(error.value)
+
+
+# Llama 3 8B by hand (costmodel/memory.py's formulas): per layer 4096 (2*32*128 + 2*8*128) + 2*4096 = 41,951,232
+# attention + 3*4096*14336 = 176,160,768 FFN parameters; embedding 128,256*4096, the (untied) head that + 4096.
+LAYER, EMBEDDING = 41_951_232 + 176_160_768, 128_256 * 4096
+STATE = 2 + 4 + 12  # bf16 weight + fp32 gradient + Adam bytes per parameter under DDP
+
+
+def bare(tp: int, dp: int, microbatches: int, dp_mode: str = "ddp") -> Layout:
+    return Layout.model_validate({"shape": {"tp": tp, "pp": 1, "dp": dp, "micro_batch": 1,
+                                            "microbatches": microbatches}, "schedule": "1f1b", "dp_mode": dp_mode})
+
+
+def test_memory_per_stage_matches_the_hand_count(tiny):
+    """TP 8, one stage, DDP, full recompute, one microbatch in flight: 32 layers x (2 s b h / t activations +
+    params / t x 18) + embedding and head states + b s V / t x 6 logits."""
+    resolved = resolve(tiny(recompute="full"), bare(tp=8, dp=8, microbatches=4))
+    layers = 32 * (2 * 8192 * 4096 / 8 + LAYER / 8 * STATE)
+    fixed = (2 * EMBEDDING + 4096) / 8 * STATE + 8192 * 128_256 / 8 * 6
+    [row] = resolved.memory
+    assert (row.stage, row.building, row.gpu_type) == (0, "A", "h100")
+    assert row.needed_bytes == pytest.approx(layers + fixed)  # 17.8 GiB
+    assert row.usable_bytes == pytest.approx(79.6 * 0.92 * GIB)
+    assert resolved.infeasible == ()
+
+
+def test_layout_over_memory_is_refused_with_the_binding_figure(tiny):
+    """TP 1 holds every parameter on each GPU: 142.5 GiB > 73.2 GiB usable on an H100 (79.6 GiB x 0.92)."""
+    instance = tiny(recompute="full")
+    needed = (32 * (2 * 8192 * 4096 + LAYER * STATE) + (2 * EMBEDDING + 4096) * STATE + 8192 * 128_256 * 6) / GIB
+    message = f"stages[0] in A: {needed:.1f} GiB needed per GPU > 73.2 GiB usable (h100)"
+    with pytest.raises(InfeasibleLayout) as error:
+        check(instance, bare(tp=1, dp=32, microbatches=1))
+    assert error.value.problems == [message] and message == "stages[0] in A: 142.5 GiB needed per GPU > 73.2 " \
+        "GiB usable (h100)"
+    allowed = check(instance, bare(tp=1, dp=32, microbatches=1), allow_infeasible=True)
+    assert allowed.infeasible == (message,)
+
+
+def test_fsdp_shards_what_ddp_cannot_hold(tiny):
+    """The same TP 1 job under FSDP over 32 ranks holds 1/32 of the states: it fits."""
+    assert check(tiny(recompute="full"), bare(tp=1, dp=32, microbatches=1, dp_mode="fsdp")).infeasible == ()
+
+
+def test_tp_beyond_the_nvlink_domain_is_refused(tiny):
+    with pytest.raises(InfeasibleLayout, match=r"stages\[0\] in A: TP 16 is wider than the NVLink domain of 8 GPUs "
+                                                r"\(h100\)"):
+        check(tiny(), bare(tp=16, dp=2, microbatches=16))
+
+
+def test_custom_order_holds_what_the_named_schedule_counts():
+    """Interleaved v = 2 on p = 4 (Megatron-LM's order): rank r holds (2 (p - r - 1) + (v - 1) p + 1) / v
+    microbatches, counted from the actions as chunk forwards not yet backward."""
+    actions = build_actions(Schedule.interleaved, 4, 8, 2)
+    assert inflight_microbatches(None, actions) == [5.5, 4.5, 3.5, 2.5]
+    assert inflight_microbatches(Schedule.interleaved, actions) == [5.5, 4.5, 3.5, 2.5]

@@ -1,0 +1,251 @@
+"""What a plan uses of the cluster, what it leaves idle and why, and the cheapest change that would use it.
+
+With u = tp cp pp GPUs per DP replica, c = tp cp ep GPUs per stage cell, B the global batch and b the micro-batch,
+a DP degree d' is possible when ep | d', d' b | B and the cluster holds its cells: pp d'/ep <= sum_k floor(G_k/c).
+GPUs are idle
+  batch   when no possible d' exceeds the plan's d: the batch does not divide (the cheapest change is the batch
+          nearest to B that d_max b divides, d_max the largest d' the cells allow);
+  cell    when the free GPUs hold no further replica (d_max = d), or in a building whose free GPUs hold less than
+          one stage cell;
+  memory  in an unused building whose GPU type cannot hold any of the plan's stages;
+  compute in an unused building when the replicas the next possible d' adds (m' = B / (d' b) microbatches per
+          pipeline, every replica runs the same) would compute no faster than the plan's pipelines:
+          m' t_pace >= m max_used t, t a GPU type's time per layer and microbatch, pace the slowest building
+          the added cells need when filled fastest type first;
+  link    in an unused building otherwise: replicas there would all-reduce every stage's gradient S_j across the
+          bottleneck link of the lowest-latency path to a used building, sum_j S_j / (capacity x efficiency);
+  slower  in a used building otherwise: the next possible d' fits but the optimiser did not find it faster.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from scaleacross_milp.costmodel import memory
+from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.network import link_efficiency
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.plan import BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, StageMemoryUse, Usage
+from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Link
+from scaleacross_milp.verify.layout import GIB, ResolvedLayout, inflight_microbatches
+
+GB = 1e9
+
+
+def plan_usage(instance: Instance, resolved: ResolvedLayout, iteration_s: float | None = None,
+               solve: SolveStats | None = None) -> Usage:
+    """Usage of `resolved` on `instance`; `iteration_s` (predicted or replayed) and `solve` (the search's bound
+    and gap) put the link figures in context."""
+    shape = resolved.layout.shape
+    used = {b.name: 0 for b in instance.topology.buildings}
+    for stage in resolved.stages:
+        for name, cells in stage.cells_per_building.items():
+            used[name] += cells * shape.cell_gpus
+    buildings = [BuildingUse(name=b.name, gpu_type=b.gpu_type, gpus=b.gpus, used_gpus=used[b.name])
+                 for b in instance.topology.buildings]
+    rows = [StageMemoryUse(stage=r.stage, building=r.building, gpu_type=r.gpu_type, used_gib=r.needed_bytes / GIB,
+                           usable_gib=r.usable_bytes / GIB) for r in resolved.memory]
+    idle, suggestions = _idle(instance, resolved, buildings, iteration_s, solve)
+    return Usage(gpus=sum(b.gpus for b in buildings), used_gpus=sum(used.values()), buildings=buildings,
+                 memory=rows, idle=idle, suggestions=suggestions, infeasible=list(resolved.infeasible))
+
+
+def largest_dp(instance: Instance, shape: Shape) -> int:
+    """d_max = ep floor(sum_k floor(G_k / c) / pp): the largest DP degree whose stage cells the buildings hold."""
+    cells = sum(b.gpus // shape.cell_gpus for b in instance.topology.buildings)
+    return shape.ep * (cells // shape.pp)
+
+
+def possible_dp(instance: Instance, shape: Shape) -> list[int]:
+    """DP degrees d' <= d_max with ep | d' and d' b | B."""
+    sequences = instance.training.batch_sequences
+    if sequences % shape.micro_batch:
+        return []
+    per_mb = sequences // shape.micro_batch
+    return [d for d in range(shape.ep, largest_dp(instance, shape) + 1, shape.ep) if per_mb % d == 0]
+
+
+def dividing_batch(instance: Instance, shape: Shape) -> tuple[int, int]:
+    """(d_max, B'): B' the batch nearest to B (ties upward) that d_max b divides, at least one microbatch."""
+    d_max = largest_dp(instance, shape)
+    step = d_max * shape.micro_batch
+    sequences = instance.training.batch_sequences
+    below, above = max(step, sequences // step * step), -(-sequences // step) * step
+    return d_max, below if sequences - below < above - sequences else above
+
+
+def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[BuildingUse], iteration_s: float | None,
+          solve: SolveStats | None) -> tuple[list[IdleGPUs], list[str]]:
+    """Idle GPUs by cause (module docstring) and the cheapest changes that would use them."""
+    shape = resolved.layout.shape
+    free = {b.name: b.gpus - b.used_gpus for b in buildings if b.gpus > b.used_gpus}
+    if not free:
+        return [], []
+    if largest_dp(instance, shape) <= shape.dp:
+        cells = sum(b.gpus // shape.cell_gpus for b in instance.topology.buildings)
+        return [IdleGPUs(cause=IdleCause.cell, buildings=sorted(free), gpus=sum(free.values()), detail=(
+            f"the free GPUs hold no further DP replica: {shape.ep} more need PP {shape.pp} stage cells of "
+            f"{shape.cell_gpus} GPUs; the buildings hold {cells:,} whole cells, "
+            f"{shape.pp * shape.cells_per_stage:,} in use"))], []
+    larger = [d for d in possible_dp(instance, shape) if d > shape.dp]
+    if not larger:
+        return _batch_idle(instance, shape, free)
+    costs = build_shape_costs(instance, shape, [resolved.variant])
+    fill = _fill(instance, shape, free, larger[0], costs)
+    limiting = next(b for b in buildings if b.name == fill[-1])
+    idle, suggestions, priced = [], [], []
+    for b in buildings:
+        if b.name in free:
+            pace = limiting if b.name in fill else b
+            item, changes = _building_idle(instance, resolved, costs, b, pace, larger[0], iteration_s, solve)
+            idle.append(item)
+            suggestions += changes
+            priced += [b.name] if item.cause in (IdleCause.compute, IdleCause.link) else []
+    if priced:
+        d = larger[0]
+        suggestions.append(
+            f"to price using {', '.join(priced)}: evaluate a layout with DP {d} (same TP / CP / EP / PP, micro-batch "
+            f"{shape.micro_batch} x {instance.training.batch_sequences // (d * shape.micro_batch)} microbatches, "
+            f"{d * shape.gpus // shape.dp:,} GPUs) whose extra replicas sit there")
+    return _merged(idle), suggestions
+
+
+def _fill(instance: Instance, shape: Shape, free: dict[str, int], dp: int, costs: ShapeCosts) -> list[str]:
+    """Buildings the (dp - d) / ep x pp more stage cells of DP `dp` take, fastest GPU type first (then most free
+    GPUs): the last one sets the pace of the added replicas."""
+    def pace(name: str) -> tuple[float, int]:
+        return costs.per_gpu_type[instance.topology.building(name).gpu_type].layer.total_s, -free[name]
+
+    need, taken = (dp - shape.dp) // shape.ep * shape.pp, []
+    for name in sorted(free, key=pace):
+        if need <= 0:
+            break
+        if cells := free[name] // shape.cell_gpus:
+            taken.append(name)
+            need -= cells
+    return taken
+
+
+def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, b: BuildingUse,
+                   pace: BuildingUse, dp: int, iteration_s: float | None, solve: SolveStats | None
+                   ) -> tuple[IdleGPUs, list[str]]:
+    """Why `b`'s free GPUs are idle when the batch allows DP `dp` > the plan's: cell, memory, compute (at the
+    speed of `pace`, the slowest building DP `dp` needs with `b`), link or slower, the first that holds."""
+    shape, gpus = resolved.layout.shape, b.gpus - b.used_gpus
+    if gpus < shape.cell_gpus:
+        return IdleGPUs(cause=IdleCause.cell, buildings=[b.name], gpus=gpus, detail=(
+            f"{gpus:,} GPUs free in {b.name}, fewer than one stage cell (TP x CP x EP = {shape.cell_gpus})")), []
+    if b.used_gpus == 0:
+        if (fits := _memory_idle(instance, resolved, costs, b)) is not None:
+            return fits
+        if (slow := _compute_idle(instance, resolved, costs, b, pace, dp, solve)) is not None:
+            return slow, []
+        return _link_idle(instance, resolved, costs, b, iteration_s, solve), []
+    return IdleGPUs(cause=IdleCause.slower, buildings=[b.name], gpus=gpus, detail=(
+        f"DP {dp} ({dp * shape.gpus // shape.dp:,} GPUs) fits the cluster but the optimiser did not find it "
+        f"faster{_bound_note(solve)}")), []
+
+
+def _merged(idle: list[IdleGPUs]) -> list[IdleGPUs]:
+    """Buildings idle for the same cause and detail as one entry."""
+    merged: dict[tuple[IdleCause, str], IdleGPUs] = {}
+    for item in idle:
+        key = (item.cause, item.detail)
+        if key in merged:
+            first = merged[key]
+            item = first.model_copy(update={"buildings": first.buildings + item.buildings,
+                                            "gpus": first.gpus + item.gpus})
+        merged[key] = item
+    return list(merged.values())
+
+
+def _batch_idle(instance: Instance, shape: Shape, free: dict[str, int]) -> tuple[list[IdleGPUs], list[str]]:
+    sequences, b = instance.training.batch_sequences, shape.micro_batch
+    d_max, batch = dividing_batch(instance, shape)
+    detail = (f"the batch does not divide: DP x micro-batch must divide the global batch of {sequences:,} "
+              f"sequences; with micro-batch {b} no DP degree above {shape.dp} (up to the {d_max:,} the cluster "
+              f"holds at {shape.gpus // shape.dp:,} GPUs per replica) divides it")
+    idle = [IdleGPUs(cause=IdleCause.batch, buildings=sorted(free), gpus=sum(free.values()), detail=detail)]
+    if d_max <= shape.dp:
+        return idle, []
+    uses = d_max * shape.gpus // shape.dp
+    return idle, [f"global batch {batch:,} sequences (DP {d_max:,} x micro-batch {b} x {batch // (d_max * b):,} "
+                  f"microbatches) lets this shape use {uses:,} GPUs instead of {shape.gpus:,}"]
+
+
+def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse
+                 ) -> tuple[IdleGPUs, list[str]] | None:
+    """The memory cause when no stage of the plan fits `building`'s GPU type, with FSDP as the what-if."""
+    shape, variant = resolved.layout.shape, resolved.variant
+    usable = costs.per_gpu_type[building.gpu_type].hbm_usable_bytes
+    least = min(_stage_needs(costs, resolved, variant))
+    if least <= usable:
+        return None
+    idle = IdleGPUs(cause=IdleCause.memory, buildings=[building.name], gpus=building.gpus, detail=(
+        f"the plan's stages need {least / GIB:.1f} GiB per GPU at least, {building.gpu_type} offers "
+        f"{usable / GIB:.1f} GiB usable"))
+    sharded = DPVariant(DPMode.fsdp)
+    if variant == sharded:
+        return idle, []
+    fsdp = min(_stage_needs(build_shape_costs(instance, shape, [sharded]), resolved, sharded))
+    if fsdp > usable:
+        return idle, []
+    return idle, [f"dp_mode fsdp would bring the least stage to {fsdp / GIB:.1f} GiB per GPU, within "
+                  f"{building.name}'s {usable / GIB:.1f} GiB"]
+
+
+def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,
+                  pace: BuildingUse, dp: int, solve: SolveStats | None) -> IdleGPUs | None:
+    """The compute cause when m' t_pace >= m t_used (module docstring), else None."""
+    shape = resolved.layout.shape
+    used = {instance.topology.building(name).gpu_type for s in resolved.stages for name in s.cells_per_building}
+    slowest = max(used, key=lambda t: costs.per_gpu_type[t].layer.total_s)
+    t_used, t_k = (costs.per_gpu_type[t].layer.total_s for t in (slowest, pace.gpu_type))
+    m, m_next = shape.microbatches, instance.training.batch_sequences // (dp * shape.micro_batch)
+    if m_next * t_k < m * t_used:
+        return None
+    extra = (dp - shape.dp) * (shape.gpus // shape.dp)
+    also = "" if pace.name == building.name else f" ({extra:,} more GPUs for this shape, {pace.name}'s too)"
+    detail = (f"DP {dp}{also} leaves every pipeline {m_next} microbatches; a layer takes {t_k * 1e3:.2f} ms per "
+              f"microbatch on {pace.gpu_type}, {t_used * 1e3:.2f} ms on {slowest}: {m_next} x {t_k * 1e3:.2f} >= "
+              f"{m} x {t_used * 1e3:.2f} ms, so the added replicas would be slower than the plan's before any link "
+              f"time{_bound_note(solve)}")
+    return IdleGPUs(cause=IdleCause.compute, buildings=[building.name], gpus=building.gpus, detail=detail)
+
+
+def _stage_needs(costs: ShapeCosts, resolved: ResolvedLayout, variant: DPVariant) -> list[float]:
+    inflight = inflight_microbatches(resolved.schedule, resolved.actions)
+    return [memory.stage_bytes(costs, variant, j, s.layers, inflight[j]) for j, s in enumerate(resolved.stages)]
+
+
+def _link_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,
+               iteration_s: float | None, solve: SolveStats | None) -> IdleGPUs:
+    """The link cause: S = sum_j S_j (layers_j x gradient bytes per layer per cell + embedding / head) crosses the
+    bottleneck of the lowest-latency path from a used building once each way, at capacity x best efficiency."""
+    shape, graph = resolved.layout.shape, instance.topology.graph()
+    sources = {name for stage in resolved.stages for name in stage.cells_per_building}
+    lengths, paths = nx.multi_source_dijkstra(graph, sources, target=building.name, weight="latency_s")
+    hops = [graph.edges[a, b]["link"] for a, b in zip(paths, paths[1:], strict=False)]
+    bottleneck = min(hops, key=lambda link: _rate(link, shape))
+    gradient = sum(s.layers for s in resolved.stages) * costs.grad_bytes_per_layer_per_cell
+    gradient += costs.grad_bytes_fixed_first + costs.grad_bytes_fixed_last
+    seconds = gradient / _rate(bottleneck, shape)
+    against = f" against a {iteration_s:.3f} s iteration" if iteration_s else ""
+    detail = (f"{' -> '.join(paths)} ({lengths * 1e3:.3g} ms one way), bottleneck {bottleneck.a}-"
+              f"{bottleneck.b} {bottleneck.capacity_gbit_s:,g} Gbit/s; DP replicas there would move "
+              f"{gradient / GB:,.1f} GB of gradients each way per iteration, {seconds:.3f} s at best{against}"
+              f"{_bound_note(solve)}")
+    return IdleGPUs(cause=IdleCause.link, buildings=[building.name], gpus=building.gpus, detail=detail)
+
+
+def _rate(link: Link, shape: Shape) -> float:
+    """Bytes/s the link carries at its best transport with the cell's tp cp ep connections."""
+    return link.capacity_byte_s * max(link_efficiency(link, t, shape.cell_gpus) for t in link.transports)
+
+
+def _bound_note(solve: SolveStats | None) -> str:
+    if solve is None or solve.bound_s is None or solve.rel_gap is None:
+        return ""
+    return (f" (the search's bound {solve.bound_s:.3f} s covers layouts using them; this plan is within "
+            f"{solve.rel_gap:.2%} of it)")
