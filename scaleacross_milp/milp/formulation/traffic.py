@@ -4,17 +4,25 @@ Units: GB and seconds. A = activation GB one cell sends per microbatch across a 
 Pipeline traffic per microbatch on arc a (routes R(s,t) are lowest-latency paths):
     pp[a] >= A sum_{(s,t): a in R(s,t)} sum_b c_o(b) (f[b,s,t] + f[b,t,s]) - M (1 - u[o])
     (forward activations s->t, and gradients s->t of pipelines running t->s; c_o = chi_o, or omega_o at the wrap)
-DP synchronisation per step: building s owns the share x[j,s]/D of stage j's reduced state, so with
-r[j,s,t] = x[j,s] y[j,t] (linearised, continuous):
-    dp[a] >= sum_{(s,t): a in R(s,t)} sum_j S_j (G_v r[j,s,t] + Q_v r[j,t,s]) / D - M (1 - w[v])
-    (gathers: s sends its share to every holder t; reductions: s sends t's share to owner t), S_j the stage's
-    gradient GB per cell, G_v / Q_v the gather / reduce volumes of variant v in gradient-sized units.
+DP synchronisation per step: building s owns the share x[j,s]/D of stage j's reduced state, whose gradient GB
+per cell is S_j = g n[j] + e_j (g one layer's, e_j the embedding on stage 0 and LM head on stage p-1), so with
+shared[s,t] = sum_j (g n[j] x[j,s] y[j,t] + e_j x[j,s] y[j,t]) (exact products, continuous, below):
+    dp[a] >= sum_{(s,t): a in R(s,t)} (G_v shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])
+    (gathers: s sends its share to every holder t; reductions: s sends t's share to owner t), G_v / Q_v the
+    gather / reduce volumes of variant v in gradient-sized units. The products, each only bounded below (they
+    only raise link loads, so they are exact at an optimum), with n[j] = 1 + sum_b 2^b nbit[j,b] (binary):
+    r[j,s,t]   >= x[j,s] - X_s (1 - y[j,t])                    (= x[j,s] y[j,t], model component r_xy)
+    lx[j,s,b]  >= x[j,s] - X_s (1 - nbit[j,b])                 (= x[j,s] nbit[j,b], lx_bit)
+    lc[j,s]     = x[j,s] + sum_b 2^b lx[j,s,b]                 (= n[j] x[j,s], layer-cells, lc_def)
+    lr[j,s,t]  >= lc[j,s] - N X_s (1 - y[j,t]),  lr >= r       (= n[j] x[j,s] y[j,t], lr_y and lr_r; N = L-p+1)
 With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction):
     busy[a] >= (m pp[a] + dp[a]) / (c_l eta[l,t]) - M (1 - z[l,t])   the link carries one iteration's bytes
     xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= xfer[a]   ... and one microbatch per cycle
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
     dpx     >= dp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+Stage 0's own share (dp0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
+when the pipeline's last backward ends (`iteration`).
 """
 
 from __future__ import annotations
@@ -28,16 +36,23 @@ from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower
 GB = 1e9
 
 
-def stage_grad_gb(ctx: ShapeContext, j: int) -> float:
-    """Gradient GB one cell holds for stage j, at the average layers per stage (exact in total over stages)."""
+def layer_grad_gb(ctx: ShapeContext) -> float:
+    """g: gradient GB one cell holds per layer."""
+    return ctx.costs.grad_bytes_per_layer_per_cell / GB
+
+
+def fixed_grad_gb(ctx: ShapeContext, j: int) -> float:
+    """e_j: gradient GB one cell of stage j holds whatever its layers (embedding on stage 0, LM head on the last)."""
     costs, p = ctx.costs, ctx.shape.pp
-    layers = ctx.instance.model_spec.layers
-    gb = layers / p * costs.grad_bytes_per_layer_per_cell
-    if j == 0:
-        gb += costs.grad_bytes_fixed_first
-    if j == p - 1:
-        gb += costs.grad_bytes_fixed_last
-    return gb / GB
+    return ((costs.grad_bytes_fixed_first if j == 0 else 0.0)
+            + (costs.grad_bytes_fixed_last if j == p - 1 else 0.0)) / GB
+
+
+def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None) -> float:
+    """S_j = g n + e_j: gradient GB one cell holds for stage j with n = `layers` (default the average L / p, whose
+    sum over the stages is exact since sum_j n[j] = L)."""
+    n = ctx.instance.model_spec.layers / ctx.shape.pp if layers is None else layers
+    return n * layer_grad_gb(ctx) + fixed_grad_gb(ctx, j)
 
 
 def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
@@ -47,6 +62,38 @@ def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
         ctx.variants[v], ctx.shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element
     )
     return phases.gather_phases * phases.gather_bytes_per_grad_byte, float(phases.reduce_phases)
+
+
+def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
+    """Var shared[s,t] = sum_j S_j x[j,s] y[j,t]: gradient GB per cell of the state building s owns and t holds,
+    with each stage's real layers n[j] (module docstring: binary expansion of n, products bounded below);
+    shared0[s,t] the same for stage 0 alone."""
+    p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
+    most = layers - p + 1
+    cap = {k: ctx.max_cells(k) for k in m.K}
+    m.NB = pyo.Set(initialize=range((most - 1).bit_length()))
+    m.nbit = pyo.Var(m.J, m.NB, domain=pyo.Binary)
+    m.nbit_def = pyo.Constraint(m.J, rule=lambda m, j: m.n[j] == 1 + sum(2**b * m.nbit[j, b] for b in m.NB))
+    m.lx = pyo.Var(m.J, m.K, m.NB, domain=pyo.NonNegativeReals)
+    m.lx_bit = pyo.Constraint(m.J, m.K, m.NB, rule=lambda m, j, s, b: m.lx[j, s, b]
+                              >= m.x[j, s] - cap[s] * (1 - m.nbit[j, b]))
+    m.lc = pyo.Var(m.J, m.K, domain=pyo.NonNegativeReals)
+    m.lc_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, s: m.lc[j, s]
+                              == m.x[j, s] + sum(2**b * m.lx[j, s, b] for b in m.NB))
+    m.r = pyo.Var(m.J, pairs, domain=pyo.NonNegativeReals)
+    m.r_xy = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.r[j, s, t]
+                            >= m.x[j, s] - cap[s] * (1 - m.y[j, t]))
+    m.lr = pyo.Var(m.J, pairs, domain=pyo.NonNegativeReals)
+    m.lr_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t]
+                            >= m.lc[j, s] - most * cap[s] * (1 - m.y[j, t]))
+    m.lr_r = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t] >= m.r[j, s, t])
+    g = layer_grad_gb(ctx)
+    m.shared = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+    m.shared_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared[s, t] == sum(
+        g * m.lr[j, s, t] + fixed_grad_gb(ctx, j) * m.r[j, s, t] for j in m.J))
+    m.shared0 = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+    m.shared0_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared0[s, t]
+                                   == g * m.lr[0, s, t] + fixed_grad_gb(ctx, 0) * m.r[0, s, t])
 
 
 def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
@@ -83,25 +130,18 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         rows += choice_lower_bounds(m.pp[a], terms, m.u, options, bounds["pp_arc"])
     add_rows(m, "pp_load", rows)
 
-    m.r = pyo.Var(m.J, pairs, domain=pyo.NonNegativeReals)
-    m.r_x = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.r[j, s, t] <= m.x[j, s])
-    m.r_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.r[j, s, t] <= cells * m.y[j, t])
-    m.r_xy = pyo.Constraint(
-        m.J, pairs, rule=lambda m, j, s, t: m.r[j, s, t] >= m.x[j, s] - cells * (1 - m.y[j, t])
-    )
-    grad = {j: stage_grad_gb(ctx, j) for j in m.J}
+    add_shared_state(m, ctx, pairs)
     variants = list(m.V)
     gathers = [cross_volumes(ctx, v)[0] / cells for v in variants]
     reduces = [cross_volumes(ctx, v)[1] / cells for v in variants]
-    # GB of stage state building s owns and t holds (gathers s->t), summed over stages.
-    m.shared = pyo.Var(pairs, domain=pyo.NonNegativeReals)
-    m.shared_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared[s, t] == sum(
-        grad[j] * m.r[j, s, t] for j in m.J))
+    m.dp0 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+    m.dpx0 = pyo.Var(domain=pyo.NonNegativeReals)
     rows = []
     for a in arcs:
-        owned = sum(m.shared[s, t] for s, t in over[a])
-        owed = sum(m.shared[t, s] for s, t in over[a])
-        rows += choice_lower_bounds(m.dp[a], [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
+        for load, shared in ((m.dp[a], m.shared), (m.dp0[a], m.shared0)):
+            owned = sum(shared[s, t] for s, t in over[a])
+            owed = sum(shared[t, s] for s, t in over[a])
+            rows += choice_lower_bounds(load, [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
     add_rows(m, "dp_load", rows)
 
     def seconds(i, t) -> float:
@@ -113,7 +153,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         transports = [(i, t) for t in links[i].transports]
         per_gb = [seconds(i, t) for t in links[i].transports]
         for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
-                          (m.dpx, m.dp[i, d])):
+                          (m.dpx, m.dp[i, d]), (m.dpx0, m.dp0[i, d])):
             rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
     add_rows(m, "link_time", rows)
     m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= m.xfer[i, d])
@@ -121,5 +161,6 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     lam = routes.latency_s
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
-        rule=lambda m, j, s, t: m.dpx >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
+        rule=lambda m, j, s, t: (m.dpx0 if j == 0 else m.dpx) >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
     )
+    m.dpx_first = pyo.Constraint(expr=m.dpx >= m.dpx0)
