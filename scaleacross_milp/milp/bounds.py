@@ -186,7 +186,7 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
                               for k in ctx.buildings), reverse=True))
     needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
     gather, reduce = cross_volumes(ctx, ctx.variants.index(variant))
-    stage_gb = min(stage_grad_gb(ctx, j) for j in range(p))
+    stage_gb = min(stage_grad_gb(ctx, j, option.layer_granularity) for j in range(p))
     into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
     lam = 2 * min(routes.latency_s.values())
     alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []

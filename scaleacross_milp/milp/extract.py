@@ -7,7 +7,6 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.milp.formulation.iteration import first_stage_floor
 from scaleacross_milp.milp.formulation.traffic import GB
 from scaleacross_milp.spec.plan import (
     Breakdown,
@@ -81,7 +80,7 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
     pipe = mb * cycle + bubble + 2 * latency + _val(m.fill_sends)
-    dp = max(0.0, _val(m.dpi) + _val(m.dpx) - ctx.backward_share * _val(first_stage_floor(m, ctx)))
+    dp = _val(m.dp_exposed)
     gathers = mb * max(0.0, min(_val(m.gather), cycle) - stage_s)  # cycle time the comm stream adds
     dp += _val(m.gather0) + gathers
     optimizer = _val(m.opt)

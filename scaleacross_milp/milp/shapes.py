@@ -1,8 +1,9 @@
 """Candidate shapes (TP, CP, EP, PP, DP, micro-batch) enumerated outside the MILP.
 
 A shape is kept when its degrees divide what they split (heads by TP, experts by EP, DP replicas by EP, the
-global batch by DP x micro-batch), its TP x CP group fits the smallest NVLink domain in use, and the stage
-cells fit the buildings. Memory and lower-bound pruning happen in `bounds`.
+global batch by DP x micro-batch), its TP group fits the smallest NVLink domain in use (CP may span domains and
+is priced at the fabric tier, as Llama 3 405B ran CP 16 over TP 8 nodes), and the stage cells fit the buildings.
+Memory and lower-bound pruning happen in `bounds`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 
 MIN_TOKENS_PER_CP_RANK = 4096
-"""Default CP degrees keep at least this many tokens of a sequence on each rank (below it CP only adds traffic)."""
+"""Default CP degrees above 1 keep at least this many tokens of a sequence on each rank (below it CP only adds
+traffic); CP 1 is always a candidate."""
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -39,7 +41,8 @@ def enumerate_shapes(instance: Instance) -> list[Shape]:
     batch = training.batch_sequences
 
     tps = search.tp_degrees or _powers_of_two(nvlink)
-    cps = search.cp_degrees or [c for c in _powers_of_two(16) if training.seq_len // c >= MIN_TOKENS_PER_CP_RANK]
+    cps = search.cp_degrees or [1] + [
+        c for c in _powers_of_two(16)[1:] if training.seq_len // c >= MIN_TOKENS_PER_CP_RANK]
     experts = model.moe.experts if model.moe else 1
     eps = search.ep_degrees or [e for e in _powers_of_two(experts) if experts % e == 0]
 
@@ -48,7 +51,7 @@ def enumerate_shapes(instance: Instance) -> list[Shape]:
         if model.heads % tp or tp > nvlink:
             continue
         for cp in cps:
-            if training.seq_len % cp or tp * cp > nvlink:
+            if training.seq_len % cp:
                 continue
             for ep in eps:
                 if experts % ep or tp * cp * ep > largest_building:

@@ -7,6 +7,7 @@ import pytest
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.milp.extract import layout_pattern
+from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.milp.solve import InfeasibleInstance, solve_instance
 from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -138,3 +139,51 @@ def test_thread_count_can_change_between_solves(tiny):
     first = solve_instance(instance, threads=1)
     second = solve_instance(instance, threads=2)
     assert second.prediction.iteration_s == pytest.approx(first.prediction.iteration_s, rel=1e-9)
+
+
+A100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
+        "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
+HALL_AND_FAR_COLO = {
+    "buildings": [{"name": "hall", "gpus": 64, "gpu_type": "h100"}, {"name": "far", "gpus": 32, "gpu_type": "a100"}],
+    "links": [{"a": "hall", "b": "far", "capacity_gbit_s": 400, "distance_km": 600, "loss_rate": 1e-5, "paths": 4,
+               "transports": ["ecmp_go_back_n", "ecmp_selective_repeat"]}],
+}
+
+
+def test_search_reaches_plans_that_leave_a_slow_far_building_idle(small_instance):
+    # A fast hall and a slow, far A100 colo behind a thin lossy link: every shape that needs the colo's GPUs has an
+    # optimistic bound, so a bound-ordered search alone meets them first. The plan must still be at least as good
+    # as the hall-only sub-instance solved on its own.
+    def make(topology):
+        return small_instance(topology["buildings"], topology["links"], gpus=0, batch=96, gpu_types={"a100": A100},
+                              search_defaults={"time_limit_s": 60, "rel_gap": 0.01, "threads": 1})
+
+    whole = solve_instance(make(HALL_AND_FAR_COLO))
+    hall_only = solve_instance(make({"buildings": HALL_AND_FAR_COLO["buildings"][:1], "links": []}))
+    assert whole.prediction.iteration_s <= hall_only.prediction.iteration_s * (1 + 1e-6)
+    assert whole.solve.bound_s <= hall_only.prediction.iteration_s + 1e-9
+
+
+def test_hsdp_only_solves_across_buildings_and_explains_one_building(tiny):
+    halls = [{"name": name, "gpus": 8, "gpu_type": "h100"} for name in "AB"]
+    two_halls = {"buildings": halls,
+                 "links": [{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 10}]}
+    plan = solve_instance(tiny(**two_halls, search={"dp_modes": ["hsdp"], "pp_degrees": [1, 2]}))
+    assert plan.dp_mode is DPMode.hsdp
+    # One building holds at most one replica group: no HSDP variant exists, and the error names the field.
+    with pytest.raises(InfeasibleInstance, match=r"search.dp_modes \['hsdp'\]"):
+        solve_instance(tiny(search={"dp_modes": ["hsdp"]}))
+
+
+def test_a_longer_time_limit_never_gives_a_worse_plan_or_a_looser_bound(bundled):
+    # Budgets are solver nodes, not shares of the wall-clock limit: the longer run takes the same steps further.
+    instance = bundled("pp-out-2b-thin-link-llama3-70b")
+    short = solve_instance(instance, time_limit_s=1.0, threads=1)
+    long = solve_instance(instance, time_limit_s=30.0, threads=1)
+    assert long.solve.incumbent_s <= short.solve.incumbent_s + 1e-9
+    assert long.solve.bound_s >= short.solve.bound_s - 1e-9
+
+
+def test_short_sequences_keep_context_parallel_degree_one(tiny):
+    shapes = enumerate_shapes(tiny(seq_len=2048))
+    assert shapes and {shape.cp for shape in shapes} == {1}
