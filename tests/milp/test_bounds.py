@@ -173,14 +173,15 @@ def test_layer_caps_stay_constant_until_the_next_cap_change(tiny):
 def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     # Two halls with room for one whole stage each (2 cells of 8 GPUs), one link. Whole stages: every pipeline
     # crosses the link once (D = 2 chains, both directions, plus the boundary's latency both ways). With no whole
-    # stage both stages are split, with one whole stage the other is: each pays (G + Q) S over the link's two arcs.
+    # stage both stages are split, with one whole stage the other is: each pays (G + Q) S over the link's two arcs,
+    # S at the fewest layers a split stage can hold (the MILP prices each stage's DP volume at its own layers).
     option = next(o for o in two_halls.options if o.schedule is Schedule.one_f_one_b)
     variant = two_halls.variants[0]
     link = two_halls.routes.links[0]
     speed = max(two_halls.efficiency[0, t] for t in link.transports) * link.capacity_byte_s / GB
     per_chain = 2 * two_halls.costs.p2p_bytes / GB / speed
     gather, reduce = cross_volumes(two_halls, 0)
-    stage_gb = min(stage_grad_gb(two_halls, j) for j in range(2))
+    stage_gb = min(stage_grad_gb(two_halls, j, option.layer_granularity) for j in range(2))
     latency = 2 * link.one_way_latency_s
 
     def split(stages: int) -> float:
