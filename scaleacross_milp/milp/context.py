@@ -9,13 +9,18 @@ import numpy as np
 
 from scaleacross_milp.calibration.piecewise import Breakpoints, breakpoints
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts, build_shape_costs
-from scaleacross_milp.costmodel.network import link_efficiency
+from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficiency, priced_units
 from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Transport
+
+UNDERPRICE_BUDGET = 0.03
+"""Largest share of the iteration by which a link's fixed efficiency may under-price a plan (issue 12's
+worst-case MILP-vs-replay target)."""
+GB = 1e9
 
 
 def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> list[DPVariant]:
@@ -55,16 +60,47 @@ class ShapeContext:
         """Stage cells that fit in a building, capped by the cells one stage needs."""
         return min(self.shape.cells_per_stage, self.instance.topology.building(building).gpus // self.shape.cell_gpus)
 
-    @property
-    def flows_per_crossing(self) -> int:
-        """Concurrent GPU-to-GPU connections one stage cell opens across a boundary."""
-        return self.shape.cell_gpus
+    @cached_property
+    def flows_per_crossing(self) -> dict[tuple[int, Transport], int]:
+        """Subflows the MILP prices each link at under each transport: n* crossing units x g, g = cell_gpus x
+        queue pairs (a crossing cell's pipelines x TP x CP connections; a stage's DP exchange opens at least as
+        many, min(cells on either side) x cell_gpus, as the replay hashes them).
+
+        The count is a placement outcome the MILP's linear link time cannot see, and efficiency grows with it
+        (costmodel.network.link_efficiency), so any one count over-prices loads above it and under-prices loads
+        below it. n* = `priced_units`: the largest count such that no smaller load is under-priced by more than
+        UNDERPRICE_BUDGET of the iteration floor m (L / p) min_k tau_k (compute of an average stage on the fastest
+        GPU type), a unit moving at most m A chi_max (its pipeline sends) + S_max max_v max(G_v, Q_v) (one stage's
+        DP exchange with one cell on a side) GB. Thick links (a unit's bytes are short against the iteration) are
+        priced near their many-connection efficiency, so the MILP does not shun ECMP there; on thin links a lone
+        crossing cell's collisions would matter, and the MILP prices them, over-pricing larger loads instead."""
+        from scaleacross_milp.milp.formulation.traffic import cross_volumes, stage_grad_gb
+
+        shape, costs = self.shape, self.costs
+        layers = self.instance.model_spec.layers
+        floor_s = shape.microbatches * layers / shape.pp * min(g.layer.total_s for g in self.building_costs.values())
+        chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in self.options)
+        pp_gb = shape.microbatches * costs.p2p_bytes * shape.ep / GB * chi
+        dp_gb = max(stage_grad_gb(self, j) for j in range(shape.pp)) * max(
+            max(cross_volumes(self, v)) for v in range(len(self.variants)))
+        nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+        counts = {}
+        for i, link in enumerate(self.routes.links):
+            qp = link.queue_pairs_per_connection
+            for transport in link.transports:
+                units = priced_units(link, transport, shape.cell_gpus * qp, (pp_gb + dp_gb) * GB / link.capacity_byte_s,
+                                     UNDERPRICE_BUDGET * floor_s, shape.cells_per_stage * shape.pp, nic / qp)
+                counts[i, transport] = units * shape.cell_gpus * qp
+        return counts
 
     @cached_property
     def efficiency(self) -> dict[tuple[int, Transport], float]:
-        """Effective fraction of each link's capacity under each transport it supports."""
+        """Effective fraction of each link's capacity under each transport it supports, at `flows_per_crossing`
+        subflows (each capped at the fastest NIC's share per queue pair for the go-back-N window)."""
+        nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
         return {
-            (i, transport): link_efficiency(link, transport, self.flows_per_crossing)
+            (i, transport): link_efficiency(link, transport, self.flows_per_crossing[i, transport],
+                                            nic / link.queue_pairs_per_connection)
             for i, link in enumerate(self.routes.links)
             for transport in link.transports
         }
