@@ -62,18 +62,22 @@ class ShapeContext:
 
     @cached_property
     def flows_per_crossing(self) -> dict[tuple[int, Transport], int]:
-        """Subflows the MILP prices each link at under each transport: n* crossing units x g, g = cell_gpus x
-        queue pairs (a crossing cell's pipelines x TP x CP connections; a stage's DP exchange opens at least as
-        many, min(cells on either side) x cell_gpus, as the replay hashes them).
+        """Subflows the MILP prices each link at under each transport: n* units x g, g = cell_gpus x queue pairs.
+
+        Units: a cell crossing a stage boundary opens g connections (its pipelines x TP x CP) and moves at most
+        m A chi_max GB per iteration; a stage split x_s / x_t between two buildings exchanges DP state over
+        (x_s + x_t - gcd) g >= max(x_s, x_t) g connections (each of the g DP groups pairs every member with the
+        members of the other building whose shard slices overlap its own) and moves S_j (G_v x_s + Q_v x_t) / D
+        <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_max max_v (G_v + Q_v) / D per g connections.
+        n units thus take at most n u / e(n g), u = (m A chi_max + S_max max_v (G_v + Q_v) / D) / c.
 
         The count is a placement outcome the MILP's linear link time cannot see, and efficiency grows with it
         (costmodel.network.link_efficiency), so any one count over-prices loads above it and under-prices loads
         below it. n* = `priced_units`: the largest count such that no smaller load is under-priced by more than
         UNDERPRICE_BUDGET of the iteration floor m (L / p) min_k tau_k (compute of an average stage on the fastest
-        GPU type), a unit moving at most m A chi_max (its pipeline sends) + S_max max_v max(G_v, Q_v) (one stage's
-        DP exchange with one cell on a side) GB. Thick links (a unit's bytes are short against the iteration) are
-        priced near their many-connection efficiency, so the MILP does not shun ECMP there; on thin links a lone
-        crossing cell's collisions would matter, and the MILP prices them, over-pricing larger loads instead."""
+        GPU type), at most p D units. A link whose unit is short against the iteration is priced near its
+        many-connection efficiency, so the MILP does not shun ECMP there; where a lone unit's collisions cost more
+        than the budget, the MILP prices them and over-prices larger loads instead."""
         from scaleacross_milp.milp.formulation.traffic import cross_volumes, stage_grad_gb
 
         shape, costs = self.shape, self.costs
@@ -82,7 +86,7 @@ class ShapeContext:
         chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in self.options)
         pp_gb = shape.microbatches * costs.p2p_bytes * shape.ep / GB * chi
         dp_gb = max(stage_grad_gb(self, j) for j in range(shape.pp)) * max(
-            max(cross_volumes(self, v)) for v in range(len(self.variants)))
+            sum(cross_volumes(self, v)) for v in range(len(self.variants))) / shape.cells_per_stage
         nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
         counts = {}
         for i, link in enumerate(self.routes.links):
