@@ -182,7 +182,7 @@ class Fabric:
 
     def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
         """Hash `subflows` connections src->dst onto paths of every link on the route (ECMP), or pool them
-        (spraying); returns (resources, subflows) per class."""
+        (spraying); returns (resources, subflows) per class. Counts the transfer and its subflows on each link."""
         arcs = self.arcs[src, dst]
         for arc in arcs:
             self.links[arc].transfers += 1
