@@ -20,7 +20,6 @@ from scaleacross_milp.spec.topology import Transport
 UNDERPRICE_BUDGET = 0.03
 """Largest share of the iteration by which a link's fixed efficiency may under-price a plan (issue 12's
 worst-case MILP-vs-replay target)."""
-GB = 1e9
 
 
 def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> list[DPVariant]:
@@ -78,7 +77,7 @@ class ShapeContext:
         GPU type), at most p D units. A link whose unit is short against the iteration is priced near its
         many-connection efficiency, so the MILP does not shun ECMP there; where a lone unit's collisions cost more
         than the budget, the MILP prices them and over-prices larger loads instead."""
-        from scaleacross_milp.milp.formulation.traffic import cross_volumes, stage_grad_gb
+        from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
 
         shape, costs = self.shape, self.costs
         layers = self.instance.model_spec.layers
