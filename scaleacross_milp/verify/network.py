@@ -1,24 +1,31 @@
 """Fluid model of the inter-building links: concurrent flows share capacity max-min fairly.
 
-Resources: each direction of a link under its transport. ECMP splits it into `paths` resources of
-capacity c g / P (c capacity, g loss goodput of the transport: costmodel.network.loss_goodput) and hashes every
-connection (subflow) of a flow to one path per link with a seeded RNG, so collisions of few large flows leave
-paths idle as they do in a real fabric; packet spraying pools the paths into one resource of capacity
-c g spray_efficiency(P). A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes;
-subflows on the same resources form a class. Rates are max-min fair per subflow (progressive filling), each
-subflow also capped by its NIC share. A flow finishes when its last class does.
+Resources: each direction of a link under its transport (costmodel.network, the definition the MILP reads too).
+ECMP splits it into `paths` resources of raw capacity c / P and hashes every connection (subflow) of a flow to
+one path per link with a seeded RNG, so collisions of few large flows leave paths idle as they do in a real
+fabric; packet spraying pools the paths into one resource of raw capacity c spray_efficiency(P). A resource
+carrying k subflows (all flows' subflows on it at that moment) delivers C x resource_goodput(k, cap): loss is
+recovered per connection, so under go-back-N each subflow resends its own window min(C / k, cap) x RTT.
+A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes; subflows on the same
+resources form a class. Rates are max-min fair per subflow (progressive filling), each subflow also capped by
+its NIC share. A flow finishes when its last class does.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import networkx as nx
 import numpy as np
 
-from scaleacross_milp.costmodel.network import loss_goodput, spray_efficiency
+from scaleacross_milp.costmodel.network import link_efficiency, resource_capacity, resource_goodput
 from scaleacross_milp.spec.topology import Link, Topology, Transport
+
+Goodput = Callable[[float, float], float]
+"""(subflows on a resource, their largest cap) -> fraction of the resource's raw capacity delivering data."""
 
 EPS_BYTES = 1e-3
 SEED = 0
@@ -41,9 +48,16 @@ class LinkModel:
     link: Link
     transport: Transport
     resources: list[int]
-    effective_byte_s: float
     pp_bytes: float = 0.0
     dp_bytes: float = 0.0
+    transfers: int = 0
+    subflows: int = 0
+
+    @property
+    def effective_byte_s(self) -> float:
+        """Capacity x link_efficiency at the mean subflows per transfer it carried (one if none)."""
+        mean = round(self.subflows / self.transfers) if self.transfers else 1
+        return self.link.capacity_byte_s * link_efficiency(self.link, self.transport, max(1, mean))
 
 
 @dataclass
@@ -51,12 +65,16 @@ class FluidNetwork:
     """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes."""
 
     capacity: list[float] = field(default_factory=list)
+    goodput: dict[int, Goodput] = field(default_factory=dict)
     now: float = 0.0
     classes: list[_Class] = field(default_factory=list)
     pending: dict[int, int] = field(default_factory=dict)
 
-    def add_resource(self, capacity: float) -> int:
+    def add_resource(self, capacity: float, goodput: Goodput | None = None) -> int:
+        """A resource of raw `capacity`; `goodput` (if any) scales it by the subflows it carries at the time."""
         self.capacity.append(capacity)
+        if goodput is not None:
+            self.goodput[len(self.capacity) - 1] = goodput
         return len(self.capacity) - 1
 
     def add_flow(self, flow: int, classes: list[tuple[tuple[int, ...], int]], bytes_per_subflow: float,
@@ -91,10 +109,26 @@ class FluidNetwork:
             self._fill()
         return done
 
+    def _capacities(self) -> list[float]:
+        """Each resource's capacity now: raw x goodput(subflows on it, their largest cap) where loss applies."""
+        capacity = list(self.capacity)
+        if not self.goodput:
+            return capacity
+        load: dict[int, list[float]] = {}
+        for c in self.classes:
+            for r in c.resources:
+                if r in self.goodput:
+                    entry = load.setdefault(r, [0.0, 0.0])
+                    entry[0] += c.weight
+                    entry[1] = max(entry[1], c.cap)
+        for r, (subflows, cap) in load.items():
+            capacity[r] *= self.goodput[r](subflows, cap)
+        return capacity
+
     def _fill(self) -> None:
         """Progressive filling: raise all unfrozen subflow rates together; freeze those whose resource
         saturates or whose cap is reached."""
-        residual = list(self.capacity)
+        residual = self._capacities()
         unfrozen = list(self.classes)
         while unfrozen:
             weight: dict[int, float] = {}
@@ -130,15 +164,11 @@ class Fabric:
         for i, link in enumerate(topology.links):
             index[link.a, link.b], index[link.b, link.a] = (i, 1), (i, -1)
             transport = transports.get(f"{link.a}-{link.b}", link.transports[0])
-            goodput = loss_goodput(transport, link.loss_rate, link.one_way_latency_s, link.capacity_byte_s)
+            goodput = partial(resource_goodput, link, transport) if link.loss_rate > 0 else None
+            count = 1 if transport is Transport.spray_selective_repeat else link.paths
             for d in (1, -1):
-                if transport is Transport.spray_selective_repeat:
-                    eff = link.capacity_byte_s * goodput * spray_efficiency(link.paths)
-                    resources = [network.add_resource(eff)]
-                else:
-                    eff = link.capacity_byte_s * goodput
-                    resources = [network.add_resource(eff / link.paths) for _ in range(link.paths)]
-                self.links[i, d] = LinkModel(link, transport, resources, eff)
+                resources = [network.add_resource(resource_capacity(link, transport), goodput) for _ in range(count)]
+                self.links[i, d] = LinkModel(link, transport, resources)
         graph = topology.graph()
         paths = dict(nx.all_pairs_dijkstra_path(graph, weight="latency_s"))
         self.arcs: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -152,8 +182,11 @@ class Fabric:
 
     def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
         """Hash `subflows` connections src->dst onto paths of every link on the route (ECMP), or pool them
-        (spraying); returns (resources, subflows) per class."""
+        (spraying); returns (resources, subflows) per class. Counts the transfer and its subflows on each link."""
         arcs = self.arcs[src, dst]
+        for arc in arcs:
+            self.links[arc].transfers += 1
+            self.links[arc].subflows += subflows
         key = np.zeros(subflows, dtype=np.int64)
         resources = [self.links[arc].resources for arc in arcs]
         for options in resources:

@@ -1,13 +1,12 @@
 import pytest
 
-from scaleacross_milp.costmodel import network
 from scaleacross_milp.costmodel.comm import AlphaBetaModel, tp_comm
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.dp import IntraDPSync, chunk_sync_s, dp_cross_phases
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
-from scaleacross_milp.spec.topology import Building, Link, Transport
+from scaleacross_milp.spec.topology import Building
 
 H100 = GPUType(peak_dense_tflops={"bf16": 989}, hbm_gib=80, hbm_tbyte_s=3.35, nvlink_gbyte_s=370)
 
@@ -31,36 +30,6 @@ def test_tp_without_sequence_parallelism_all_reduces():
                                          + 2 * m.time_s("reduce_scatter", "nvlink", 8, 1e8))
     assert plain.forward_s == pytest.approx(2 * m.time_s("all_reduce", "nvlink", 8, 1e8))
     assert plain.backward_input_s == pytest.approx(2 * plain.forward_s)  # full recompute repeats the forward's
-
-
-def test_ecmp_efficiency():
-    assert network.ecmp_efficiency(1, 1) == 1.0
-    assert network.ecmp_efficiency(1, 16) == pytest.approx(1 / 16)
-    few, many = network.ecmp_efficiency(4, 16), network.ecmp_efficiency(4096, 16)
-    assert few < 0.5 < many
-    # 4096 flows / 16 paths: mean 256 per path, sd ~15.5, busiest path ~ +2.8 sd -> ~0.9
-    assert 0.85 < many < 0.95
-    assert network.ecmp_efficiency(256, 16) < many
-    assert network.ecmp_efficiency(16, 16) == network.ecmp_efficiency(16, 16)  # deterministic
-    assert network.spray_efficiency(16) > 0.95
-
-
-def test_loss_goodput_go_back_n_collapses():
-    one_way = 1000 * 4.9e-6
-    cap = 400e9 / 8
-    gbn = network.loss_goodput(Transport.ecmp_go_back_n, 0.01, one_way, cap)
-    sr = network.loss_goodput(Transport.spray_selective_repeat, 0.01, one_way, cap)
-    assert gbn < 0.01
-    assert sr > 0.9
-    assert network.loss_goodput(Transport.ecmp_go_back_n, 0.0, one_way, cap) == 1.0
-
-
-def test_link_efficiency_uses_queue_pairs():
-    one = Link(a="x", b="y", capacity_gbit_s=3200, distance_km=10, paths=16, queue_pairs_per_connection=1)
-    qp16 = one.model_copy(update={"queue_pairs_per_connection": 16})
-    assert network.link_efficiency(qp16, Transport.ecmp_go_back_n, 8) > network.link_efficiency(
-        one, Transport.ecmp_go_back_n, 8
-    )
 
 
 def test_dp_cross_phases():

@@ -1,0 +1,93 @@
+"""costmodel.network: hashed load balance, per-connection loss recovery, spraying, the MILP's priced count."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from scaleacross_milp.costmodel import network
+from scaleacross_milp.spec.topology import Link, Transport
+
+ECMP_GBN, ECMP_SR, SPRAY = Transport.ecmp_go_back_n, Transport.ecmp_selective_repeat, Transport.spray_selective_repeat
+RTT = 2e-3
+C = 100e9
+
+
+def link(paths: int, loss: float = 0.0) -> Link:
+    """800 Gb/s = 100 GB/s per direction, 1 ms one way (RTT 2 ms)."""
+    return Link(a="x", b="y", capacity_gbit_s=800, latency_ms=1.0, paths=paths, loss_rate=loss,
+                transports=[ECMP_GBN, ECMP_SR, SPRAY])
+
+
+def brute_force_max_load(flows: int, paths: int) -> float:
+    return float(np.mean([max(np.bincount(a, minlength=paths)) for a in itertools.product(range(paths), repeat=flows)]))
+
+
+def test_expected_max_load_is_exact():
+    assert network.expected_max_load(2, 2) == pytest.approx(1.5)  # same path with probability 1/2
+    assert network.expected_max_load(3, 2) == pytest.approx(2.25)  # all three together with probability 1/4
+    assert network.expected_max_load(2, 3) == pytest.approx(4 / 3)
+    for flows, paths in ((5, 3), (6, 4), (8, 2), (7, 5)):
+        assert network.expected_max_load(flows, paths) == pytest.approx(brute_force_max_load(flows, paths), rel=1e-9)
+    # 64 on 2 paths: 32 + E|Bin(64, 1/2) - 32|
+    k = np.arange(65)
+    pmf = np.array([float(np.prod(np.arange(64 - i + 1, 65) / np.arange(1, i + 1))) for i in k]) / 2.0 ** 64
+    assert network.expected_max_load(64, 2) == pytest.approx(32 + float(pmf @ np.abs(k - 32)), rel=1e-9)
+
+
+def test_one_path_carries_everything():
+    for n in (1, 7, 64):
+        assert network.link_efficiency(link(1), ECMP_SR, n) == 1.0
+
+
+def test_one_flow_on_p_paths_uses_one():
+    assert network.link_efficiency(link(16), ECMP_SR, 1) == pytest.approx(1 / 16)
+
+
+def test_many_flows_collide():
+    assert network.link_efficiency(link(2), ECMP_SR, 2) == pytest.approx(2 / 3)  # (2/2) / 1.5
+    assert network.link_efficiency(link(2), ECMP_SR, 3) == pytest.approx(2 / 3)  # 1.5 / 2.25
+    assert network.link_efficiency(link(3), ECMP_SR, 2) == pytest.approx(1 / 2)  # (2/3) / (4/3)
+    assert 0.85 < network.link_efficiency(link(16), ECMP_SR, 4096) < 0.95  # busiest path ~ 256 + 2.8 x 16
+
+
+def test_go_back_n_resends_each_connections_own_window():
+    # one connection alone on the path: W = 100 GB/s x 2 ms / 4 KiB = 48,828 packets
+    alone = 1 / (1 + 1e-4 * C * RTT / 4096)
+    assert network.link_efficiency(link(1, 1e-4), ECMP_GBN, 1) == pytest.approx(alone)
+    # four on the path: each runs at 25 GB/s, a quarter of the window
+    assert network.link_efficiency(link(1, 1e-4), ECMP_GBN, 4) == pytest.approx(1 / (1 + 1e-4 * C / 4 * RTT / 4096))
+    # a 10 GB/s NIC share caps the window
+    capped = network.link_efficiency(link(1, 1e-4), ECMP_GBN, 1, 10e9)
+    assert capped == pytest.approx(1 / (1 + 1e-4 * 10e9 * RTT / 4096))
+    # two on two paths: busiest path holds 1.5 on average, each at 50 / 1.5 GB/s
+    gbn = network.link_efficiency(link(2, 1e-4), ECMP_GBN, 2)
+    assert gbn == pytest.approx(2 / 3 / (1 + 1e-4 * C / 2 / 1.5 * RTT / 4096))
+    assert network.link_efficiency(link(1, 0.01), ECMP_GBN, 1) < 0.01  # go-back-N collapses near 1 % loss
+
+
+def test_selective_repeat_and_spraying():
+    assert network.link_efficiency(link(1, 1e-4), ECMP_SR, 1) == pytest.approx(1 - 1e-4 - 0.01)
+    assert network.link_efficiency(link(1, 1e-4), ECMP_SR, 64) == pytest.approx(1 - 1e-4 - 0.01)
+    for n in (1, 8, 4096):
+        assert network.link_efficiency(link(16), SPRAY, n) == pytest.approx(0.98)
+        assert network.link_efficiency(link(16, 1e-4), SPRAY, n) == pytest.approx(0.98 * (1 - 1e-4 - 0.01))
+
+
+def test_queue_pairs_are_more_hashed_subflows():
+    one = link(16)
+    assert network.link_efficiency(one, ECMP_GBN, 8 * 16) > network.link_efficiency(one, ECMP_GBN, 8)
+
+
+def test_priced_units_bounds_the_under_pricing_of_smaller_loads():
+    # 2 paths, 1 subflow and 1 s per unit: n / e(n) = 2, 3, 4.5, 5.5 for n = 1..4 (e(4) = 2 / 2.75).
+    # Pricing at n* = 2 under-prices n = 1 by 2 - 3/2 = 0.5; at 3 by max(0.5, 0); at 4 by max(0.625, 0.25, 0.375).
+    two = link(2)
+    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.55, 4) == 3
+    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.45, 4) == 1
+    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.7, 4) == 4
+    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.0, 4) == 1
+    assert network.priced_units(link(1), ECMP_SR, 8, 1.0, 0.0, 40) == 40  # one path: no collisions to price
+    assert network.priced_units(link(16), SPRAY, 8, 1.0, 0.0, 40) == 40
