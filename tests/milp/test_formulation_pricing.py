@@ -48,3 +48,41 @@ def test_cross_building_dp_volume_uses_the_stage_s_own_layers(halls, first_layer
     expected = (first_layers * costs.grad_bytes_per_layer_per_cell + costs.grad_bytes_fixed_first) / GB
     assert pyo.value(m.dp[0, 1]) == pytest.approx(expected, rel=1e-6)
     assert pyo.value(m.dp[0, -1]) == pytest.approx(expected, rel=1e-6)
+
+
+def test_single_microbatch_dp_out_exposes_the_whole_cross_building_reduction(tiny):
+    # One stage (PP1), one microbatch, one cell per hall over a thin 1,500 km link: the backward that could hide
+    # the reduction is over before it starts, so the whole cross-building all-reduce (one copy of the model's
+    # gradients per direction, embedding and LM head included) is exposed at the link's speed.
+    link = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 1500}]
+    halls = [{"name": "A", "gpus": 8, "gpu_type": "h100"}, {"name": "B", "gpus": 8, "gpu_type": "h100"}]
+    instance = tiny(buildings=halls, links=link, global_batch_sequences=2,
+                    search={"dp_modes": ["ddp"], "schedules": ["1f1b"]})
+    ctx = shape_context(instance, Shape(tp=8, pp=1, dp=2, micro_batch=1, microbatches=1),
+                        route_table(instance.topology))
+    m = priced(ctx, {(0, "A"): 1, (0, "B"): 1}, [32])
+    costs = ctx.costs
+    copy = (32 * costs.grad_bytes_per_layer_per_cell + costs.grad_bytes_fixed_first + costs.grad_bytes_fixed_last)
+    transport = next(t for t in ctx.routes.links[0].transports if pyo.value(m.z[0, t]) > 0.5)
+    seconds = copy / (ctx.routes.links[0].capacity_byte_s * ctx.efficiency[0, transport])
+    assert pyo.value(m.dp[0, 1]) == pytest.approx(copy / GB, rel=1e-6)
+    assert pyo.value(m.dp_exposed) == pytest.approx(seconds, rel=1e-6)
+
+
+@pytest.mark.parametrize(("schedule", "final"), [("1f1b", "IW"), ("zb-h1", "W")])
+def test_dp_overlap_is_stage_0_s_op_that_finalises_its_gradients(tiny, schedule, final):
+    # One hall, PP2, 2 microbatches, DDP on an 8x oversubscribed fabric (a slow all-reduce): only the backward op
+    # that finalises stage 0's gradients hides the reduction, I + W under 1F1B, W alone under ZB-H1.
+    hall = [{"name": "A", "gpus": 64, "gpu_type": "h100", "pod_gpus": 16, "oversubscription": 8}]
+    instance = tiny(buildings=hall, global_batch_sequences=8,
+                    search={"dp_modes": ["ddp"], "schedules": [schedule]})
+    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=4, micro_batch=1, microbatches=2),
+                        route_table(instance.topology))
+    m = priced(ctx, {(0, "A"): 4, (1, "A"): 4}, [16, 16])
+    gpu = ctx.gpu("A")
+    layer, first = gpu.layer, gpu.first_stage_extra
+    stage0 = 16 * layer.total_s + first.total_s + 2 * gpu.p2p_intra_s
+    share = {"IW": layer.backward_input_s + layer.backward_weight_s, "W": layer.backward_weight_s}[final]
+    sync = ctx.dp_sync_curve("h100", ctx.variants[0], 1).value_at(16)  # the MILP's curve of IntraDPSync.stage_s
+    assert sync > stage0 * share / layer.total_s > 0
+    assert pyo.value(m.dp_exposed) == pytest.approx(sync - stage0 * share / layer.total_s, rel=1e-6)

@@ -7,12 +7,17 @@ chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP
     dpi >= f_{g,v,c}(n[j]) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o: chunks c} u[o])   (slowest holder)
     H[j,g] >= y[j,k] for the buildings k of GPU type g,  0 <= H <= 1   (H = 1 when a building of type g holds j)
     dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{g,v,c} f; every stage is held somewhere)
+(stage 0's rows bound dpi0 instead, and dpi >= dpi0).
 (a condition is left out when it cannot fail: one GPU type, one variant, curves equal over chunk counts).
 Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
     opt >= n[j] o[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),   opt >= n[j] min_{k,v} o[k,v]
-DP synchronisation is hierarchical (inside buildings, then across); the last microbatch's backward at stage 0
-hides part of it (rho = backward share of a stage's time):
-    dp_exposed >= dpi + dpx - rho C0,   C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
+DP synchronisation is hierarchical (inside buildings, then across); the last backward op of stage 0 hides part of
+it, layer by layer as its gradients become final (rho_o: that op's share of a stage's time under schedule o, the
+fused backward I + W, or W alone in zero-bubble schedules). Stage 0's cross-building part starts only once its
+intra-building reduction is done, after that op, so nothing hides it (dpi0, dpx0: stage 0's own terms):
+    dp_exposed >= dpi + dpx - rho_o C0 - M (1 - u[o]),    dp_overlap (choice-free floor: max_o rho_o)
+    dp_exposed >= dpi0 + dpx0 - rho_o C0 - M (1 - u[o]),  dp_first_overlap;   dp_exposed >= dpx0,  dp_first
+    C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
 (C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap)
 FSDP / HSDP re-gather a stage's parameters before each forward and backward pass (reshard after forward; a per-layer
 all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up. Every
@@ -32,10 +37,11 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.calibration.piecewise import Breakpoints
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.search import DPMode, Schedule
 
 
 def gather_passes(mode: DPMode) -> int:
@@ -75,8 +81,11 @@ def _chunk_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant) -> list[
 
 
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring)."""
+    """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring), and
+    dpi0 >= stage 0's."""
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
+    m.dpi0 = pyo.Var(domain=pyo.NonNegativeReals)
+    m.dpi_first = pyo.Constraint(expr=m.dpi >= m.dpi0)
     gpu_type = {k: ctx.instance.topology.building(k).gpu_type for k in m.K}
     types = sorted(set(gpu_type.values()))
     if not ctx.homogeneous:
@@ -92,13 +101,37 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
                     schedule = [] if chunks is None else [
                         sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == chunks)]
                     curves.append(Curve(points, (*held, *chosen, *schedule)))
-        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi, curves)
+        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi, curves)
 
 
 def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
     """C0: stage 0's time per microbatch on the fastest GPU type that could hold it (exact when homogeneous)."""
     terms = [ctx.stage_time_terms(0, k) for k in ctx.buildings]
     return min(per_layer for per_layer, _ in terms) * m.n[0] + min(fixed for _, fixed in terms)
+
+
+def overlap_share(ctx: ShapeContext, option: ScheduleOption) -> float:
+    """rho_o: the share of a stage's time in the op that finalises its gradients, the backward I + W, or W alone
+    when the schedule splits it (ZB-H1, ZB-V)."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    final = layer.backward_weight_s if option.schedule in (Schedule.zb_h1, Schedule.zb_v) else (
+        layer.backward_input_s + layer.backward_weight_s)
+    return final / layer.total_s
+
+
+def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Var dp_exposed >= the DP synchronisation left after stage 0's last backward op (module docstring)."""
+    options = list(m.O)
+    rho = [-overlap_share(ctx, ctx.options[o]) for o in options]
+    c0 = first_stage_floor(m, ctx)
+    most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
+               + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
+    big = -min(rho) * most  # the floor row already holds dp_exposed - dpi - dpx >= -max_o rho_o C0
+    m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
+    add_rows(m, "dp_overlap", choice_lower_bounds(m.dp_exposed - m.dpi - m.dpx, [(rho, c0)], m.u, options, big))
+    add_rows(m, "dp_first_overlap", choice_lower_bounds(m.dp_exposed - m.dpi0 - m.dpx0, [(rho, c0)], m.u, options,
+                                                        big))
+    m.dp_first = pyo.Constraint(expr=m.dp_exposed >= m.dpx0)
 
 
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
@@ -119,9 +152,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     _slowest_holder(m, ctx, "gather0", {
         (g, v): types[g].gather_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
     }, head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0))
-    rho = ctx.backward_share
-    m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
-    m.dp_overlap = pyo.Constraint(expr=m.dp_exposed >= m.dpi + m.dpx - rho * first_stage_floor(m, ctx))
+    add_dp_overlap(m, ctx)
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)

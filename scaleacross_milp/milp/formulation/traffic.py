@@ -21,6 +21,8 @@ With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per 
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
     dpx     >= dp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+Stage 0's own share (dp0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
+when the pipeline's last backward ends (`iteration`).
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
 
 def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
     """Var shared[s,t] = sum_j S_j x[j,s] y[j,t]: gradient GB per cell of the state building s owns and t holds,
-    with each stage's real layers n[j] (module docstring: binary expansion of n, products bounded below)."""
+    with each stage's real layers n[j] (module docstring: binary expansion of n, products bounded below);
+    shared0[s,t] the same for stage 0 alone."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
     cap = {k: ctx.max_cells(k) for k in m.K}
@@ -88,6 +91,9 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     m.shared = pyo.Var(pairs, domain=pyo.NonNegativeReals)
     m.shared_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared[s, t] == sum(
         g * m.lr[j, s, t] + fixed_grad_gb(ctx, j) * m.r[j, s, t] for j in m.J))
+    m.shared0 = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+    m.shared0_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared0[s, t]
+                                   == g * m.lr[0, s, t] + fixed_grad_gb(ctx, 0) * m.r[0, s, t])
 
 
 def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
@@ -128,11 +134,14 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     variants = list(m.V)
     gathers = [cross_volumes(ctx, v)[0] / cells for v in variants]
     reduces = [cross_volumes(ctx, v)[1] / cells for v in variants]
+    m.dp0 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+    m.dpx0 = pyo.Var(domain=pyo.NonNegativeReals)
     rows = []
     for a in arcs:
-        owned = sum(m.shared[s, t] for s, t in over[a])
-        owed = sum(m.shared[t, s] for s, t in over[a])
-        rows += choice_lower_bounds(m.dp[a], [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
+        for load, shared in ((m.dp[a], m.shared), (m.dp0[a], m.shared0)):
+            owned = sum(shared[s, t] for s, t in over[a])
+            owed = sum(shared[t, s] for s, t in over[a])
+            rows += choice_lower_bounds(load, [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
     add_rows(m, "dp_load", rows)
 
     def seconds(i, t) -> float:
@@ -144,7 +153,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         transports = [(i, t) for t in links[i].transports]
         per_gb = [seconds(i, t) for t in links[i].transports]
         for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
-                          (m.dpx, m.dp[i, d])):
+                          (m.dpx, m.dp[i, d]), (m.dpx0, m.dp0[i, d])):
             rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
     add_rows(m, "link_time", rows)
     m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= m.xfer[i, d])
@@ -152,5 +161,6 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     lam = routes.latency_s
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
-        rule=lambda m, j, s, t: m.dpx >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
+        rule=lambda m, j, s, t: (m.dpx0 if j == 0 else m.dpx) >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
     )
+    m.dpx_first = pyo.Constraint(expr=m.dpx >= m.dpx0)
