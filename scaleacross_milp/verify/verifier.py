@@ -31,7 +31,7 @@ from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Effect, Layout, LinkLoad, Plan, Verification, VerifiedBreakdown
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.replay import FULL, Level, ReplayResult, replay
-from scaleacross_milp.verify.workload import Workload, build_workload
+from scaleacross_milp.verify.workload import Workload, build_workload, mixes_layer_kinds
 
 TOLERANCE = 0.10
 """|residual| <= 10 % of the prediction. What both sides model alike still differs by: the cross-building DP
@@ -48,7 +48,8 @@ SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
 NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
 CHAIN = (("D1", FULL), ("D2", Level(steady_transfers=False)))
-"""The chain's replays after D, all at the average layer (workload.build_workload(average_layers=True))."""
+"""The chain's replays after D, all at the average layer (workload.build_workload(average_layers=True)); for a
+model with one kind of layer that is D's workload, so D1 is D (the replay is deterministic) and is not rerun."""
 
 
 def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple[Verification, ReplayResult]:
@@ -69,8 +70,10 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     )
     predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
     if predicted is not None:
-        average = build_workload(instance, resolved, average_layers=True)
-        runs.update({name: replay(average, instance.topology, level) for name, level in CHAIN})
+        mixed = mixes_layer_kinds(instance)
+        average = build_workload(instance, resolved, average_layers=True) if mixed else workload
+        for name, level in CHAIN:
+            runs[name] = runs["D"] if not mixed and level == FULL else replay(average, instance.topology, level)
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
     tokens = instance.training.batch_sequences * instance.training.seq_len

@@ -99,12 +99,17 @@ def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
                    a.backward_weight_s + b.backward_weight_s)
 
 
+def mixes_layer_kinds(instance: Instance) -> bool:
+    """True when the model has both dense and MoE layers (only then do its stages differ from the average)."""
+    model = instance.model_spec
+    return model.moe is not None and len(model.moe_layer_indices()) not in (0, model.layers)
+
+
 def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: ShapeCosts,
                 average_layers: bool) -> dict[bool, ShapeCosts]:
     """is-MoE -> the cost table of that kind of layer (the average table for a model with one kind)."""
     model = instance.model_spec
-    moe = model.moe_layer_indices()
-    if average_layers or model.moe is None or len(moe) in (0, model.layers):
+    if average_layers or not mixes_layer_kinds(instance):
         return {False: average, True: average}
 
     def pure(layers: list[int]) -> ShapeCosts:
