@@ -2,9 +2,10 @@
 
     python benchmarks/replay_speed.py [--scale N]
 
-Each case is a fixed layout evaluated as `evaluate` does; the table gives, per case, the network flows of the full
-replay, the CPU seconds of that one replay (`replay(..., FULL)`; its flows are the records on link tracks) and of the whole `verify` (its 5 replays), and the
-iteration time (which a speed-up must not change). `--scale` multiplies the global batch (hence microbatches).
+Each case is a fixed layout evaluated as `evaluate` does; the table gives, per case, the network flows of the
+full replay (its records on link tracks), the CPU seconds of that one replay (`replay(..., FULL)`) and of the
+whole `verify` (its 5 replays), and the iteration time (which a speed-up must not change). `--scale` multiplies
+the global batch, hence the microbatches.
 """
 
 from __future__ import annotations
