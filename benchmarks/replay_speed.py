@@ -4,8 +4,8 @@
 
 Each case is a fixed layout evaluated as `evaluate` does; the table gives, per case, the network flows of the
 full replay (its records on link tracks), the CPU seconds of that one replay (`replay(..., FULL)`) and of the
-whole `verify` (its 5 replays), and the iteration time (which a speed-up must not change). `--scale` multiplies
-the global batch, hence the microbatches.
+whole `verify` of the layout (replays A, B and D: C and C0 run only beside a plan's prediction), and the
+iteration time (which a speed-up must not change). `--scale` multiplies the global batch, hence the microbatches.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=int, default=1, help="multiply the global batch (and microbatches)")
     args = parser.parse_args()
-    print("| plan | GPUs | patterns | microbatches | flows | full replay | verify (5 replays) | iteration |")
+    print("| plan | GPUs | patterns | microbatches | flows | full replay | verify | iteration |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, instance, layout in cases(args.scale):
         resolved = resolve(instance, layout)

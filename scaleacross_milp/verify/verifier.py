@@ -3,7 +3,7 @@
 Breakdown by successive replays (each adds one group of effects, so the parts add up to the total):
   A compute only        compute + TP/CP + EP = busiest rank's work; bubble = makespan(A) - that
   B + pipeline sends    exposed PP = makespan(B) - makespan(A)
-  C + DP sync, optimizer
+  C + DP sync, optimizer (replayed only beside a prediction: it serves the DP overlap window below)
   D + FSDP/HSDP all-gathers = the iteration time
   optimizer = the last rank's step (capped by D - B); exposed DP = D - B - optimizer.
 Effects the MILP does not linearise, each measured by a replay without it:
@@ -57,8 +57,11 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     started = time.perf_counter()
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
-    runs = {name: replay(workload, instance.topology, level) for name, level in
-            (("A", COMPUTE), ("B", SENDS), ("C", NO_GATHERS), ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
+    predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
+    levels = [("A", COMPUTE), ("B", SENDS), ("D", FULL)]
+    if predicted is not None:
+        levels += [("C", NO_GATHERS), ("C0", NO_GATHERS_WHOLE_WINDOW)]
+    runs = {name: replay(workload, instance.topology, level) for name, level in levels}
     a, b, d = runs["A"], runs["B"], runs["D"]
     total = d.makespan_s
     busy = a.busiest_compute_s + a.busiest_tp_cp_s + a.busiest_ep_s
@@ -68,7 +71,6 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
         bubble_s=max(0.0, a.makespan_s - busy), exposed_pp_s=max(0.0, b.makespan_s - a.makespan_s),
         exposed_dp_s=max(0.0, total - b.makespan_s - optimizer), optimizer_s=optimizer,
     )
-    predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
     if predicted is not None:
         mixed = mixes_layer_kinds(instance)
         average = build_workload(instance, resolved, average_layers=True) if mixed else workload
