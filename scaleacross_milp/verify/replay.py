@@ -14,7 +14,9 @@ The iteration is a graph of operations; an operation starts when all its predece
                                 the window being the op that finalises the gradients (t0 its start)
   across buildings              when a stage's cells sit in several buildings, the chunk's reduction joins all
                                 patterns and then moves (G x_s + Q x_t) / D gradient copies s -> t (ring over
-                                the B holders, 2 (B-1) latency steps); all-gathers move their share per op
+                                the B holders, 2 (B-1) latency steps); an all-gather moves, per op, the share of
+                                each cell's shard group held in other buildings (none under HSDP when every
+                                shard group of D / r cells stays in one building)
 A heap orders finishing times; the fluid network reports flow completions between them.
 """
 
@@ -232,20 +234,21 @@ class _Builder:
         return occupy
 
     def _cross_gathers(self, g: int, rank: int, a: Action, preds) -> list[int]:
-        """All-gather traffic this pattern's cells of `rank` pull from other buildings before action `a`."""
+        """All-gather traffic this pattern's cells of `rank` pull from other buildings before action `a`: the
+        building's share `shard_pull` of a parameter copy, split over its patterns by their cells."""
         cells = self.r.cells(rank)
         if len(cells) < 2:
             return []
         pattern, shape = self.r.patterns[g], self.r.layout.shape
         dst = pattern.buildings[rank]
         mine = pattern.pipelines / shape.ep
-        total = sum(cells.values())
+        pull = shard_pull(cells, sum(cells.values()) // self.r.variant.replicas)
         stage = self.w.rank(dst, rank).stages[a.stage]
         nodes = []
-        for src, owned in cells.items():
-            if src == dst:
+        for src in cells:
+            if src == dst or (src, dst) not in pull:
                 continue
-            nbytes = stage.grad_bytes_per_cell * self.w.gather_ratio * owned / total * mine / cells[dst]
+            nbytes = stage.grad_bytes_per_cell * self.w.gather_ratio * pull[src, dst] * mine / cells[dst]
             subflows, qp = self._subflows(src, dst, max(1, round(mine)) * shape.cell_gpus)
             transfer = Transfer(src, dst, nbytes, subflows, self.w.rank(dst, rank).nic_byte_s / qp,
                                 self.fabric.latency_s[src, dst], "dp")
@@ -297,6 +300,22 @@ class _Builder:
             preds = [stream, *self.dp_done[g, rank]]
             node = self.g.add(FIXED, work.optimizer_s, self._track(g, rank), "optimizer", "optimizer", preds)
             self.optimizer_nodes.append(node)
+
+
+def shard_pull(cells: dict[str, int], group: int) -> dict[tuple[str, str], float]:
+    """(src, dst) -> share of one parameter copy building dst pulls from src per all-gather (hierarchical: once
+    per building): sum over the shard groups G holding cells in both of cells_src(G) / group, the stage's cells
+    laid out building by building (sorted names) in consecutive groups of `group` cells. One group (FSDP) gives
+    cells_src / total; HSDP groups that each stay in one building give no pair at all."""
+    owners = [name for name in sorted(cells) for _ in range(cells[name])]
+    pull: dict[tuple[str, str], float] = {}
+    for first in range(0, len(owners), group):
+        held: dict[str, int] = {}
+        for name in owners[first:first + group]:
+            held[name] = held.get(name, 0) + 1
+        for src, dst in permutations(held, 2):
+            pull[src, dst] = pull.get((src, dst), 0.0) + held[src] / group
+    return pull
 
 
 def _category(kind: str) -> str:

@@ -3,7 +3,7 @@
 Breakdown by successive replays (each adds one group of effects, so the parts add up to the total):
   A compute only        compute + TP/CP + EP = busiest rank's work; bubble = makespan(A) - that
   B + pipeline sends    exposed PP = makespan(B) - makespan(A)
-  C + DP sync, optimizer
+  C + DP sync, optimizer (replayed only beside a prediction: it serves the DP overlap window below)
   D + FSDP/HSDP all-gathers = the iteration time
   optimizer = the last rank's step (capped by D - B); exposed DP = D - B - optimizer.
 Effects the MILP does not linearise, each measured by a replay without it:
@@ -31,7 +31,7 @@ from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Effect, Layout, LinkLoad, Plan, Verification, VerifiedBreakdown
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.replay import FULL, Level, ReplayResult, replay
-from scaleacross_milp.verify.workload import Workload, build_workload
+from scaleacross_milp.verify.workload import Workload, build_workload, mixes_layer_kinds
 
 TOLERANCE = 0.10
 """|residual| <= 10 % of the prediction. What both sides model alike still differs by: the cross-building DP
@@ -47,8 +47,8 @@ COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
 NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
-CHAIN = (("D1", FULL), ("D2", Level(steady_transfers=False)))
-"""The chain's replays after D, all at the average layer (workload.build_workload(average_layers=True))."""
+STEADY_OFF = Level(steady_transfers=False)
+"""D2's level; the chain D1 (FULL), D2 replays the average layer (workload.build_workload(average_layers=True))."""
 
 
 def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple[Verification, ReplayResult]:
@@ -56,8 +56,9 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
     started = time.perf_counter()
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
+    predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
     runs = {name: replay(workload, instance.topology, level) for name, level in
-            (("A", COMPUTE), ("B", SENDS), ("C", NO_GATHERS), ("C0", NO_GATHERS_WHOLE_WINDOW), ("D", FULL))}
+            (("A", COMPUTE), ("B", SENDS), ("D", FULL))}
     a, b, d = runs["A"], runs["B"], runs["D"]
     total = d.makespan_s
     busy = a.busiest_compute_s + a.busiest_tp_cp_s + a.busiest_ep_s
@@ -67,10 +68,8 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
         bubble_s=max(0.0, a.makespan_s - busy), exposed_pp_s=max(0.0, b.makespan_s - a.makespan_s),
         exposed_dp_s=max(0.0, total - b.makespan_s - optimizer), optimizer_s=optimizer,
     )
-    predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
     if predicted is not None:
-        average = build_workload(instance, resolved, average_layers=True)
-        runs.update({name: replay(average, instance.topology, level) for name, level in CHAIN})
+        runs.update(_effect_runs(instance, workload, runs["D"]))
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
     tokens = instance.training.batch_sequences * instance.training.seq_len
@@ -88,6 +87,23 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
         replay_wall_s=time.perf_counter() - started,
     )
     return verification, d
+
+
+def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> dict[str, ReplayResult]:
+    """The replays only the effects need (C, C0, D1, D2), each reused where it provably equals another: C0 is C
+    when no action is a W (a chunk's last backward is then a B, whose window already is I + W); D1 is D for a
+    model with one kind of layer (the same workload; the replay is deterministic); D2 is D1 when no pattern
+    changes building (no send crosses one)."""
+    resolved, topology = workload.resolved, instance.topology
+    runs = {"C": replay(workload, topology, NO_GATHERS)}
+    split = any(a.kind == "W" for ops in resolved.actions.order for a in ops)
+    runs["C0"] = replay(workload, topology, NO_GATHERS_WHOLE_WINDOW) if split else runs["C"]
+    mixed = mixes_layer_kinds(instance)
+    average = build_workload(instance, resolved, average_layers=True) if mixed else workload
+    runs["D1"] = replay(average, topology, FULL) if mixed else full
+    crosses = any(len(set(pattern.buildings)) > 1 for pattern in resolved.patterns)
+    runs["D2"] = replay(average, topology, STEADY_OFF) if crosses else runs["D1"]
+    return runs
 
 
 def _formula_bubble(workload: Workload) -> float:

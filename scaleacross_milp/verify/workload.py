@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts, build_shape_costs
-from scaleacross_milp.costmodel.dp import chunk_sync_s, dp_cross_phases
+from scaleacross_milp.costmodel.dp import chunk_sync_s
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
@@ -79,7 +79,8 @@ class Workload:
     p2p_bytes: float
     """Activation bytes of one pipeline crossing one boundary (b s h beta)."""
     gather_ratio: float
-    """Bytes of parameters gathered per byte of gradient (beta / gradient bytes)."""
+    """Bytes of parameters gathered per byte of gradient (beta / gradient bytes), FSDP and HSDP alike: an HSDP
+    all-gather moves parameters, not the gradients its cross-replica all-reduce moves."""
 
     def rank(self, building: str, rank: int) -> RankWork:
         return self.ranks[building, rank]
@@ -98,12 +99,17 @@ def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
                    a.backward_weight_s + b.backward_weight_s)
 
 
+def mixes_layer_kinds(instance: Instance) -> bool:
+    """True when the model has both dense and MoE layers (only then do its stages differ from the average)."""
+    model = instance.model_spec
+    return model.moe is not None and len(model.moe_layer_indices()) not in (0, model.layers)
+
+
 def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: ShapeCosts,
                 average_layers: bool) -> dict[bool, ShapeCosts]:
     """is-MoE -> the cost table of that kind of layer (the average table for a model with one kind)."""
     model = instance.model_spec
-    moe = model.moe_layer_indices()
-    if average_layers or model.moe is None or len(moe) in (0, model.layers):
+    if average_layers or not mixes_layer_kinds(instance):
         return {False: average, True: average}
 
     def pure(layers: list[int]) -> ShapeCosts:
@@ -160,6 +166,4 @@ def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers:
                 send_s=costs.per_gpu_type[building.gpu_type].p2p_intra_s if shape.pp > 1 else 0.0,
                 nic_byte_s=AlphaBetaModel.from_gpu(gpu_type).bandwidth["fabric"],
             )
-    phases = dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param,
-                             training.bytes_per_element)
-    return Workload(resolved, costs, ranks, costs.p2p_bytes, phases.gather_bytes_per_grad_byte)
+    return Workload(resolved, costs, ranks, costs.p2p_bytes, training.bytes_per_element / training.grad_bytes_per_param)
