@@ -73,12 +73,14 @@ def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, gr
 
     At cycle c a stage with fixed time e on a GPU type with layer time tau holds at most
     cap(c) = floor((c - e) / tau) layers, a multiple of the schedule's layer granularity `grain`, and at least one
-    (a stage split over types is bounded by its slowest). The first and last stages are credited their best type
-    (fixed times e_first: embedding, e_last: LM head); the p - 2 stages between are given speed classes within the
-    limits of `_speed_groups`, the best way. c0 is the smallest c at which the capacities reach L; with stage 0
-    fixed at n0 layers, c(n0) is the smallest c >= min_t(tau_t n0 + e_first,t) at which the others reach L - n0.
-    A stage j also holds at most `rooms`[j] layers (what fits in HBM, `stage_rooms`), so the stages between hold at
-    most sum_j min(cap_fastest(c), rooms[j]) as well."""
+    (a stage split over types is bounded by its slowest). Stage positions have their own fixed times (e_first:
+    embedding, e_last: LM head, e_mid between); every stage, the first and last included, is given a speed
+    class (the slowest GPU type it touches) within the limits of `_speed_groups`, the best way: the first and last
+    stages' classes are enumerated and the p - 2 stages between fill the limits they leave. c0 is the smallest c at
+    which the capacities reach L; with stage 0 fixed at n0 layers, c(n0) is the smallest c >= min_t(tau_t n0 +
+    e_first,t) at which the others reach L - n0. A stage j also holds at most `rooms`[j] layers (what fits in HBM,
+    `stage_rooms`), so the stages between hold at most sum_j min(cap_fastest(c), rooms[j]) as well.
+    """
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
     groups = [g for g in _speed_groups(ctx) if g[1] > 0]
@@ -91,21 +93,29 @@ def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, gr
         held = np.minimum(np.floor((candidates - e) / tau + 1e-9), most) // grain * grain
         return np.where(held >= 1, held, -np.inf)
 
-    def best_cap(position: int) -> np.ndarray:
-        return np.max([cap(tau, fixed[position]) for tau, _, fixed in groups], axis=0)
-
     rooms = np.full(p, float(most)) if rooms is None else np.minimum(rooms, most)
+    classes = range(len(groups))
+    first = [np.minimum(cap(tau, fixed[0]), rooms[0]) for tau, _, fixed in groups]
+    last = [np.minimum(cap(tau, fixed[2]), rooms[-1]) for tau, _, fixed in groups]
     middle = [cap(tau, fixed[1]) for tau, _, fixed in groups]
-    rest = np.max([sum(n * c for n, c in zip(counts, middle, strict=True) if n)
-                   for counts in _middle_counts([a for _, a, _ in groups], max(p - 2, 0))], axis=0)
-    rest = np.minimum(rest, np.minimum(best_cap(1)[:, None], rooms[None, 1:-1]).sum(axis=1))
-    rest = rest + np.minimum(best_cap(2), rooms[-1]) if p > 1 else np.zeros_like(candidates)
-    if first_layers is None:
-        holds = np.minimum(best_cap(0), rooms[0]) + rest >= layers
+    middle_rooms = np.minimum(np.max(middle, axis=0)[:, None], rooms[None, 1:-1]).sum(axis=1)
+    n0 = None if first_layers is None else np.asarray(first_layers, dtype=float)[:, None]
+    holds = np.zeros(candidates.shape if n0 is None else (len(n0), len(candidates)), dtype=bool)
+    for head, tail in itertools.product(classes, classes if p > 1 else [None]):
+        left = [groups[u][1] - (head <= u) - (tail is not None and tail <= u) for u in classes]
+        ways = _middle_counts(left, max(p - 2, 0)) if min(left) >= 0 else []
+        if not ways:
+            continue
+        rest = np.max([sum(n * c for n, c in zip(counts, middle, strict=True) if n) for counts in ways], axis=0)
+        rest = np.minimum(rest, middle_rooms) + (last[tail] if tail is not None else 0.0)
+        if n0 is None:
+            holds |= first[head] + rest >= layers
+        else:
+            tau, _, fixed = groups[head]
+            holds |= (rest[None, :] >= layers - n0) & (candidates[None, :] >= tau * n0 + fixed[0] - 1e-12) & (
+                n0 <= rooms[0])
+    if n0 is None:
         return np.array([candidates[np.argmax(holds)] if holds.any() else math.inf])
-    n0 = np.asarray(first_layers, dtype=float)[:, None]
-    first = np.min([tau * n0 + fixed[0] for tau, _, fixed in groups], axis=0)
-    holds = (rest[None, :] >= layers - n0) & (candidates[None, :] >= first - 1e-12) & (n0 <= rooms[0])
     return np.where(holds.any(axis=1), candidates[np.argmax(holds, axis=1)], math.inf)
 
 
