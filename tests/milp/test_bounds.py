@@ -12,6 +12,7 @@ from scaleacross_milp.milp.bounds import (
     admissible_pairs,
     attainable_options,
     crossing_alternatives_s,
+    cycle_floor_s,
     first_gather_floors_s,
     first_stage_lower_bound_s,
     layer_caps,
@@ -193,3 +194,27 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     assert len(alternatives) == len(expected)
     for got, want in zip(alternatives, expected, strict=True):
         assert got == pytest.approx(want)
+
+
+def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(tiny):
+    # One H100 node and one A100 node, TP8 PP2 DP1: each node holds exactly one stage, so one of the two stages runs
+    # on the A100s. The smallest cycle is the best integer split with one stage on each type, not both on H100.
+    a100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
+            "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
+    instance = tiny(buildings=[{"name": "fast", "gpus": 8, "gpu_type": "h100"},
+                               {"name": "slow", "gpus": 8, "gpu_type": "a100"}],
+                    links=[{"a": "fast", "b": "slow", "capacity_gbit_s": 3200, "distance_km": 1}],
+                    gpu_types={"a100": a100})
+    shape = Shape(tp=8, cp=1, ep=1, pp=2, dp=1, micro_batch=1, microbatches=16)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    layers = instance.model_spec.layers
+
+    def stage_s(j: int, k: str, n: int) -> float:
+        per_layer, fixed = ctx.stage_time_terms(j, k)
+        return n * per_layer + fixed
+
+    best = min(max(stage_s(0, first, n), stage_s(1, last, layers - n))
+               for first, last in (("fast", "slow"), ("slow", "fast")) for n in range(1, layers))
+    both_fast = min(max(stage_s(0, "fast", n), stage_s(1, "fast", layers - n)) for n in range(1, layers))
+    assert best > both_fast * 1.1
+    assert cycle_floor_s(ctx) == pytest.approx(best, rel=1e-9)
