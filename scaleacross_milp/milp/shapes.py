@@ -1,8 +1,10 @@
 """Candidate shapes (TP, CP, EP, PP, DP, micro-batch) enumerated outside the MILP.
 
 A shape is kept when its degrees divide what they split (heads by TP, experts by EP, DP replicas by EP, the
-global batch by DP x micro-batch), its TP group fits the smallest NVLink domain in use (CP may span domains and
-is priced at the fabric tier, as Llama 3 405B ran CP 16 over TP 8 nodes), and the stage cells fit the buildings.
+global batch by DP x micro-batch), its TP x CP group fits the smallest NVLink domain in use (the cost model prices
+a CP group that spans nodes at the fabric tier, and `evaluate` accepts such layouts, as Llama 3 405B ran CP 16 over
+TP 8 nodes; the search leaves them out, which keeps screening to the shapes that usually win), and the stage cells
+fit the buildings.
 Memory and lower-bound pruning happen in `bounds`.
 """
 
@@ -51,7 +53,7 @@ def enumerate_shapes(instance: Instance) -> list[Shape]:
         if model.heads % tp or tp > nvlink:
             continue
         for cp in cps:
-            if training.seq_len % cp:
+            if training.seq_len % cp or tp * cp > nvlink:
                 continue
             for ep in eps:
                 if experts % ep or tp * cp * ep > largest_building:
