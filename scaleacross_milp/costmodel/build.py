@@ -186,7 +186,7 @@ def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant
         if name in used
     }
     emb, head = memory.embedding_params(model), memory.head_params(model, shape.pp)
-    logits = memory.logits_bytes(model, shape, s)
+    logits = memory.logits_bytes(model, shape, s, training.bytes_per_element)
     return ShapeCosts(
         shape=shape,
         per_gpu_type=per_gpu,

@@ -151,16 +151,19 @@ def layer_activation_bytes(
     parallel): none sbh(34/t + 5as/(ht)); selective sbh*34/t; full 2sbh/t; 34h generalised to
     attention + MLP + 4h (norms) per token; all divided by cp (the sequence is split over cp ranks).
     Without sequence parallelism the 10h of norm and block inputs and dropout masks are held on every TP rank
-    (sbh(10 + 24/t + 5as/(ht)) for GPT) and full recompute keeps 2sbh; a flash kernel stores no 5as^2b scores."""
+    (sbh(10 + 24/t + 5as/(ht)) for GPT) and full recompute keeps 2sbh; a flash kernel stores no 5as^2b scores.
+    The formulas count 16-bit elements; 4-byte training (fp32, tf32) scales them by beta / 2 (dropout masks, one
+    byte either way, are over-counted by h per token and mask)."""
     b, s, t, cp, h = shape.micro_batch, training.seq_len, shape.tp, shape.cp, model.hidden
+    width = training.bytes_per_element / 2
     copies = 1 if training.sequence_parallel else t  # TP ranks holding what sequence parallelism would split
     if training.recompute is Recompute.full:
-        return 2.0 * s * b * h * copies / t / cp
+        return width * 2.0 * s * b * h * copies / t / cp
     per_token = _attention_block_elements(model) + _mlp_block_bytes(model, moe_layer) + 4 * h
     linear = s * b * (per_token + (copies - 1) * REPLICATED_ELEMENTS_PER_H * h) / t
     materialized = training.recompute is Recompute.none and training.attention is AttentionKernel.materialized
     core = 5.0 * model.heads * s * s * b / t if materialized else 0.0
-    return (linear + core) / cp
+    return width * (linear + core) / cp
 
 
 def average_activation_bytes(model: ModelSpec, shape: Shape, training: Training) -> float:
@@ -171,9 +174,9 @@ def average_activation_bytes(model: ModelSpec, shape: Shape, training: Training)
     return (1 - share) * dense + share * layer_activation_bytes(model, shape, training, True)
 
 
-def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int) -> float:
-    """Last-stage logits buffer per GPU: b*s*V/(tp*cp) * (2 bf16 logits + 4 fp32 softmax/grad) bytes."""
-    return shape.micro_batch * seq_len * model.vocab / (shape.tp * shape.cp) * 6.0
+def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int, bytes_per_element: int = 2) -> float:
+    """Last-stage logits buffer per GPU: b*s*V/(tp*cp) * (beta logits + 4 fp32 softmax/grad) bytes."""
+    return shape.micro_batch * seq_len * model.vocab / (shape.tp * shape.cp) * (bytes_per_element + 4.0)
 
 
 def stage_bytes(costs: ShapeCosts, variant: DPVariant, stage: int, layers: int, inflight: float) -> float:

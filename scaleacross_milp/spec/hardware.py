@@ -10,9 +10,15 @@ from scaleacross_milp.spec.base import Contract
 
 
 class Precision(str, Enum):
+    """The training precision: which `peak_dense_tflops` entry prices the matrix multiplies, and how wide the stored
+    and communicated elements are (`Training.bytes_per_element`). `tf32`: tensor-core matmuls at the TF32 peak on
+    fp32 storage (PyTorch's `allow_tf32`); `fp32`: CUDA-core matmuls at the FP32 peak."""
+
     bf16 = "bf16"
     fp16 = "fp16"
     fp8 = "fp8"
+    tf32 = "tf32"
+    fp32 = "fp32"
 
 
 class GPUType(Contract):

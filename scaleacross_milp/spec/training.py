@@ -82,5 +82,6 @@ class Training(Contract):
 
     @property
     def bytes_per_element(self) -> int:
-        """Bytes of a weight, activation or communicated element in the training precision."""
-        return 2
+        """Bytes of a weight, activation or communicated element in the training precision: 4 for fp32 and tf32
+        (fp32 storage), else 2 (fp8 keeps 16-bit weights, activations and communication)."""
+        return 4 if self.precision in (Precision.fp32, Precision.tf32) else 2

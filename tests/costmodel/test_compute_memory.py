@@ -125,3 +125,16 @@ def test_fsdp_state_is_ddp_over_n(llama8b):
     assert nors == pytest.approx(per_gpu * (2 + 16 / 32))
     assert memory.fsdp_transient_bytes(llama8b, shape, training, DPVariant(DPMode.fsdp)) > 0
     assert memory.fsdp_transient_bytes(llama8b, shape, training, DPVariant(DPMode.ddp)) == 0
+
+
+@pytest.mark.parametrize("precision, width", [("bf16", 2), ("fp8", 2), ("tf32", 4), ("fp32", 4)])
+def test_four_byte_precisions_store_and_send_four_byte_elements(gpt175b, precision, width):
+    # tf32 / fp32 training keeps fp32 weights, activations and messages: Korthikanti's 16-bit counts scale by
+    # beta / 2, and the last stage's logits take beta + 4 bytes each.
+    s, b, h, t = 2048, 1, 12288, 8
+    shape = Shape(tp=t, pp=8, dp=1, micro_batch=b, microbatches=64)
+    training = Training(seq_len=s, global_batch_sequences=64, recompute=Recompute.selective, precision=precision)
+    assert training.bytes_per_element == width
+    assert memory.layer_activation_bytes(gpt175b, shape, training) == pytest.approx(s * b * h * 34 / t * width / 2)
+    logits = memory.logits_bytes(gpt175b, shape, s, training.bytes_per_element)
+    assert logits == pytest.approx(s * gpt175b.vocab / t * (width + 4))

@@ -67,3 +67,13 @@ def test_duplicate_building_names_are_rejected():
 def test_link_distance_sets_latency():
     link = Instance.model_validate(campus()).topology.links[0]
     assert link.one_way_latency_s == pytest.approx(2 * 4.9e-6 + link.extra_latency_ms / 1e3)
+
+
+def test_tf32_needs_the_gpu_types_tf32_peak():
+    data = campus()
+    data["training"]["precision"] = "tf32"
+    with pytest.raises(ValidationError, match="tf32"):
+        Instance.model_validate(data)
+    for gpu_type in data["gpu_types"].values():
+        gpu_type["peak_dense_tflops"]["tf32"] = 494
+    assert Instance.model_validate(data).training.bytes_per_element == 4
