@@ -1,0 +1,35 @@
+"""The HiGHS adapter: an incumbent's values survive later solves on the same model."""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+import pytest
+
+from scaleacross_milp.milp.context import shape_context
+from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.highs import polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
+from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.spec.plan import Shape
+
+HALLS = [{"name": "A", "gpus": 16, "gpu_type": "h100"}, {"name": "B", "gpus": 16, "gpu_type": "h100"}]
+LINK = [{"a": "A", "b": "B", "capacity_gbit_s": 400, "distance_km": 300}]
+
+
+def test_restored_incumbent_polishes_to_its_own_objective_after_another_pattern_ran(tiny):
+    # The search solves DP-out, keeps it, then solves PP-out on the same model: the model now holds PP-out's cells.
+    # Polishing what the model holds would fix the wrong integers; the snapshot brings DP-out's values back.
+    instance = tiny(buildings=HALLS, links=LINK)
+    shape = Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=8)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    model = build_model(ctx)
+    outcomes, kept = {}, {}
+    for pattern in Pattern:
+        with fixed_cells(model, pattern_cells(ctx, pattern)):
+            outcomes[pattern] = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=1).incumbent
+        kept[pattern] = snapshot(model)
+    assert outcomes[Pattern.dp_out] != pytest.approx(outcomes[Pattern.pp_out], rel=1e-3)
+    x_now = {key: pyo.value(var) for key, var in model.x.items()}
+    restore(model, kept[Pattern.dp_out])
+    assert {key: pyo.value(var) for key, var in model.x.items()} != x_now
+    assert polish(model, model.T, threads=1) == pytest.approx(outcomes[Pattern.dp_out], rel=1e-6)
