@@ -8,7 +8,6 @@ buildings are excluded by necessary conditions, never by guesses.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import time
 from collections.abc import Iterator
@@ -40,10 +39,6 @@ FIRST_NODES = 200
 Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
 longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
 NODE_GROWTH = 4
-PATTERN_SHAPES_PER_SPAN = 1
-"""Phase 1 tries the patterns of this many shapes per span (the fewest buildings a shape's GPUs need), taking
-the spans in turn, so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes
-that use the whole cluster."""
 LATE_PATTERN_SECONDS = 1.0
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
@@ -155,7 +150,9 @@ class ShapeSearch:
     (`first_stage_lower_bound_s`) only when it reaches the front of the queue, so shapes are taken in order of
     sharpened bound while only the few near the front pay for sharpening.
 
-    Phase 1 solves the named patterns of the front shapes of every span in turn, for incumbents. Phase 2 runs
+    Phase 1 solves the named patterns of the front shape, then of the front shape of every span (the fewest
+    buildings a shape's GPUs need) that can still beat the incumbent, so shapes that fit in fewer buildings are not
+    starved by the optimistic bounds of the shapes that use the whole cluster. Phase 2 runs
     rounds: each round solves the full MILP of every open shape that can still beat the incumbent by more than the
     gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's patterns first, if
     phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in solver work;
@@ -241,8 +238,7 @@ class ShapeSearch:
         return [self.best_first(groups[key]) for key in sorted(groups)]
 
     def run(self) -> None:
-        queues = self.spans()
-        for _, queue in itertools.product(range(PATTERN_SHAPES_PER_SPAN), queues):
+        for queue in [self.best_first(list(range(len(self.candidates)))), *self.spans()]:
             i = next(queue, None)
             if i is not None and i not in self.patterns_tried:
                 self.try_patterns(i)
