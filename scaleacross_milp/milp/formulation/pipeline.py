@@ -15,6 +15,20 @@ cycle can exceed sum_j Cst[j]):
 keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
 and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
+Steady-state sends (1F1B, ZB-H1: `verify.actions`' orders). Rank b runs F(w_b + i), B(i) in steady state
+(w_b = p - 1 - b warm-up forwards), rank b + 1 the same with w_b - 1; so F_b(x) -> send -> F_{b+1}(x) ->
+B_{b+1}(x - w_b + 1) -> send -> B_b(x - w_b + 1) -> F_b(x + 2) is a chain over two microbatches that crosses
+boundary b twice (ZB-H1: B_{b+1} is I_{b+1}, its W runs off the chain, while rank b's I, W run on it). Each
+crossing takes one microbatch's transfer over the boundary's busiest arc, tx[b], plus its latency, so
+    2 cycle_b >= Cst[b] + (1 - w_o) Cst[b+1] + 2 (lat[b] + tx[b])     (w_o: W's share of a layer, ZB-H1; else 0)
+Its excess over the cycle recurs on every microbatch of that chain but the first and last w_b + w_{b+1} + 1 =
+2 (p - 1 - b), which the fill / drain already price (K_b = max(0, m - 2 (p - 1 - b))):
+    steady[b] >= sigma_o (Cst[b] + (1 - w_o) Cst[b+1]) / 2 + lat[b] + tx[b] - cycle   (sigma_o = 1, GPipe 0)
+    Tpipe     >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_b steady[b]
+    tx[b]     >= A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) / (c_l eta[l,t]) - M (1 - z[l,t])   every arc a
+(A: activation GB one cell sends per microbatch, as in `traffic`; components steady_xfer, steady_excess,
+steady_makespan). Exact for p = 2 (the replay's makespan is (m + 1) C + m (lat + tx)); GPipe, interleaved and
+ZB-V have no such two-rank chain (their loops through a boundary hide the transfer behind other chunks' work).
 """
 
 from __future__ import annotations
@@ -24,6 +38,9 @@ import pyomo.environ as pyo
 from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.spec.search import Schedule
+
+GB = 1e9
 
 
 def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
@@ -76,6 +93,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.fill_sends = pyo.Var(domain=pyo.NonNegativeReals)
     add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends, terms, m.u,
                                                 options, big))
+    add_steady_sends(m, ctx, regular, terms, big)
 
     steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
     rows = []
@@ -85,3 +103,45 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
         rows += choice_lower_bounds((p - j) * m.cycle, [([1] * len(options), downstream), (steady, ahead)],
                                     m.u, options, big)
     add_rows(m, "round_trip", rows)
+
+
+def steady_weight_share(ctx: ShapeContext, o: int) -> float:
+    """w_o: the share of a stage's time in W, which ZB-H1's rank b + 1 runs off the two-rank chain (else 0)."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    return layer.backward_weight_s / layer.total_s if ctx.options[o].schedule is Schedule.zb_h1 else 0.0
+
+
+def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], terms: list, big: float) -> None:
+    """Vars tx[b], steady[b] and the rows steady_xfer, steady_excess, steady_makespan (module docstring)."""
+    p, mb, links = ctx.shape.pp, ctx.shape.microbatches, ctx.routes.links
+    options = list(m.O)
+    chained = [ctx.options[o].schedule in (Schedule.one_f_one_b, Schedule.zb_h1) for o in options]
+    if not regular or not any(chained):
+        return
+    act_gb = ctx.costs.p2p_bytes * ctx.shape.ep / GB
+    m.tx = pyo.Var(regular, domain=pyo.NonNegativeReals)
+    rows = []
+    for i, link in enumerate(links):
+        for d in (1, -1):
+            pairs = ctx.routes.pairs_over((i, d))
+            per_gb = [GB / (link.capacity_byte_s * ctx.efficiency[i, t]) for t in link.transports]
+            for b in regular:
+                load = act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs)
+                rows += choice_lower_bounds(m.tx[b], [(per_gb, load)], m.z, [(i, t) for t in link.transports], big)
+    add_rows(m, "steady_xfer", rows)
+    m.steady = pyo.Var(regular, domain=pyo.NonNegativeReals)
+    rows = []
+    for b in regular:
+        sigma = [1.0 if c else 0.0 for c in chained]
+        weighted = [s * (1 - steady_weight_share(ctx, o)) for o, s in zip(options, sigma, strict=True)]
+        rows += choice_lower_bounds(m.steady[b] + m.cycle, [
+            ([s / 2 for s in sigma], m.Cst[b]), ([w / 2 for w in weighted], m.Cst[b + 1]),
+            (sigma, m.lat[b] + m.tx[b]),
+        ], m.u, options, big)
+    add_rows(m, "steady_excess", rows)
+    rows = []
+    for b in regular:
+        count = [max(0, mb - 2 * (p - 1 - b)) if c else 0 for c in chained]
+        rows += choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends,
+                                    [*terms, (count, m.steady[b])], m.u, options, big)
+    add_rows(m, "steady_makespan", rows)
