@@ -32,8 +32,8 @@ the ranks' warm-up and cool-down, counted by replaying the orders with a delay p
     tx[b] >= A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) / (c_l eta[l,t]) - M (1 - z[l,t])   every arc a
 (rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`). For p = 2
 under 1F1B the makespan is then the replay's: m max_j Cst[j] + min_j Cst[j] + m (lat + tx)
-+ (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). ZB-V's warm-up and cool-down also wait on some sends (up to a few
-transfers in all, not a per-microbatch cost): left out, the verifier's "steady sends" effect measures it.
++ (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). The warm-up and cool-down also wait on some sends (a few
+transfers in all, not a per-microbatch cost; most under ZB-V): left out, they fall in the verifier's residual.
 """
 
 from __future__ import annotations
