@@ -15,9 +15,10 @@ Effects the MILP does not linearise, each measured by a replay without it:
 and a chain of full replays, each removing one more effect (so these add up):
   dense / MoE layers  D - D1, D1 = D with every layer priced as the average layer, as the MILP does: a stage's
                       real layers (DeepSeek-V3: 3 dense, 58 MoE) differ in parameters, hence in DP and gathers
-  steady sends        D1 - D2, D2 = D1 with cross-building sends moving bytes only in fill and drain: in
-                      1F1B-like orders neighbours across a boundary wait on each other every microbatch, so one
-                      microbatch's transfer time adds to the cycle there
+  steady sends        D1 - D2, D2 = D1 with cross-building sends moving bytes only in fill and drain: neighbours
+                      across a boundary wait on each other's sends every microbatch; the MILP prices this for 1F1B,
+                      ZB-H1 and ZB-V (STEADY_PRICED; their warm-up and cool-down waits, a few transfers, fall in the
+                      residual), so it is measured for GPipe, interleaved and custom orders
 residual = (verifier - prediction) - effects: what both model and must agree within TOLERANCE.
 """
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Effect, Layout, LinkLoad, Plan, Verification, VerifiedBreakdown
+from scaleacross_milp.spec.search import Schedule
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.replay import FULL, Level, ReplayResult, replay
 from scaleacross_milp.verify.workload import Workload, build_workload, mixes_layer_kinds
@@ -49,6 +51,8 @@ NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
 STEADY_OFF = Level(steady_transfers=False)
 """D2's level; the chain D1 (FULL), D2 replays the average layer (workload.build_workload(average_layers=True))."""
+STEADY_PRICED = (Schedule.one_f_one_b, Schedule.zb_h1, Schedule.zb_v)
+"""Schedules whose steady-state cross-building sends the MILP prices (its two-rank chains across a boundary)."""
 
 
 def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple[Verification, ReplayResult]:
@@ -93,7 +97,7 @@ def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> 
     """The replays only the effects need (C, C0, D1, D2), each reused where it provably equals another: C0 is C
     when no action is a W (a chunk's last backward is then a B, whose window already is I + W); D1 is D for a
     model with one kind of layer (the same workload; the replay is deterministic); D2 is D1 when no pattern
-    changes building (no send crosses one)."""
+    changes building (no send crosses one) or the MILP prices the schedule's steady sends (STEADY_PRICED)."""
     resolved, topology = workload.resolved, instance.topology
     runs = {"C": replay(workload, topology, NO_GATHERS)}
     split = any(a.kind == "W" for ops in resolved.actions.order for a in ops)
@@ -101,7 +105,8 @@ def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> 
     mixed = mixes_layer_kinds(instance)
     average = build_workload(instance, resolved, average_layers=True) if mixed else workload
     runs["D1"] = replay(average, topology, FULL) if mixed else full
-    crosses = any(len(set(pattern.buildings)) > 1 for pattern in resolved.patterns)
+    crosses = any(len(set(pattern.buildings)) > 1 for pattern in resolved.patterns) and (
+        resolved.schedule not in STEADY_PRICED)
     runs["D2"] = replay(average, topology, STEADY_OFF) if crosses else runs["D1"]
     return runs
 

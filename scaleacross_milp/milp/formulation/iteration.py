@@ -27,6 +27,14 @@ forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
     gather0 >= n[j] g[k,v] - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...   (tauF, p2p, eF: forward time of a
     layer, an intra-building send and the embedding on the fastest GPU type; stage 0 has no head start)
     T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc     minimise T
+A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only the op just
+before; an op that needs one (F, and I or B) waits max(0, gather - previous op) per layer of its chunk. In the
+steady order of every schedule each such op follows a fixed kind: fused backward (GPipe, 1F1B, interleaved) F
+after B and B after F, split (ZB-H1, ZB-V) F after W and I after F, so per microbatch rank j loses
+    q_{g,v,o} = max(0, a - f) + max(0, a - i - w)  (fused)  or  max(0, a - f) + max(0, a - w)  (split)
+per layer (f, i, w: one layer's F, I, W on GPU type g; a = g[k,v], FSDP / HSDP only), and
+    gather_wait[j] >= q_{g,v,o} n[j] - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o]),   cycle >= Cst[j] + gather_wait[j]
+(rows gather_wait_bound, gather_wait_cycle).
 """
 
 from __future__ import annotations
@@ -134,6 +142,37 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.dp_first = pyo.Constraint(expr=m.dp_exposed >= m.dpx0)
 
 
+def gather_wait_per_layer(ctx: ShapeContext, building: str, variant: DPVariant, option: ScheduleOption) -> float:
+    """q_{g,v,o}: seconds per layer per microbatch a rank waits on re-gathers the op before cannot hide (docstring)."""
+    if gather_passes(variant.mode) < 2:
+        return 0.0
+    gpu = ctx.gpu(building)
+    a, layer = gpu.gather_s_per_layer[variant], gpu.layer
+    f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
+    before_backward = w if option.schedule in (Schedule.zb_h1, Schedule.zb_v) else i + w
+    return max(0.0, a - f) + max(0.0, a - before_backward)
+
+
+def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Vars gather_wait[j] and the rows gather_wait_bound, gather_wait_cycle (module docstring)."""
+    q = {(k, v, o): gather_wait_per_layer(ctx, k, ctx.variants[v], ctx.options[o])
+         for k in m.K for v in m.V for o in m.O}
+    if not any(q.values()):
+        return
+    big = (ctx.instance.model_spec.layers - ctx.shape.pp + 1) * max(q.values())
+    m.gather_wait = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    rows = []
+    for j in m.J:
+        for (k, v, o), per_layer in q.items():
+            if per_layer <= 0:
+                continue
+            off = (0 if ctx.homogeneous else 1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0) + (
+                1 - m.u[o] if len(m.O) > 1 else 0)
+            rows.append(m.gather_wait[j] >= per_layer * m.n[j] - big * off)
+    add_rows(m, "gather_wait_bound", rows)
+    m.gather_wait_cycle = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j] + m.gather_wait[j])
+
+
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     types = ctx.costs.per_gpu_type
     add_intra_dp_sync(m, ctx)
@@ -145,6 +184,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         for g in types for v, var in enumerate(ctx.variants)
     })
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
+    add_gather_waits(m, ctx)
     fastest = [ctx.gpu(k) for k in ctx.buildings]
     layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0

@@ -15,15 +15,39 @@ cycle can exceed sum_j Cst[j]):
 keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
 and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
+Steady-state sends (the orders of `verify.actions`). 1F1B: rank b runs F(w_b + i), B(i) in steady state (w_b =
+p - 1 - b warm-up forwards), rank b + 1 the same with w_b - 1; so F_b(x) -> send -> F_{b+1}(x) ->
+B_{b+1}(x - w_b + 1) -> send -> B_b(x - w_b + 1) -> F_b(x + 2) is a chain over two microbatches that crosses
+boundary b twice. ZB-H1: the same with B = I, rank b + 1's W off the chain. ZB-V (rank r: F, I, W of chunk 0, then
+of chunk 1): F0_b -> send -> F0, I0, W0, F1 on b + 1 -> send -> F1, I1, W1 on b, and I1_b -> send -> I1, W1, F0, I0
+on b + 1 -> send -> I0, W0, F1 on b, each over two microbatches, leave out one chunk's I + W or F + W of the
+four chunk-ops per rank. Each crossing takes one microbatch's transfer over the boundary's busiest arc, tx[b],
+plus its latency; the chain's excess over the cycle is
+    steady[b] >= a_o Cst[b] + c_o Cst[b+1] + lat[b] + tx[b] - cycle                       (steady_excess)
+    1F1B a = c = 1/2;  ZB-H1 a = 1/2, c = (1 - W/C) / 2;  ZB-V a = c = (1 - (W + min(F, I)) / (2 C)) / 2
+    (F, I, W, C = F + I + W: one layer's times); GPipe and interleaved: no rows (a = c = 0)
+and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B / ZB-H1: every one but those in
+the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
+    Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]
+    tx[b] >= A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) / (c_l eta[l,t]) - M (1 - z[l,t])   every arc a
+(rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`). For p = 2
+under 1F1B the makespan is then the replay's: m max_j Cst[j] + min_j Cst[j] + m (lat + tx)
++ (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). The warm-up and cool-down also wait on some sends (a few
+transfers in all, not a per-microbatch cost; most under ZB-V): left out, they fall in the verifier's residual.
 """
 
 from __future__ import annotations
+
+import math
 
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.spec.search import Schedule
+
+GB = 1e9
 
 
 def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
@@ -76,6 +100,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.fill_sends = pyo.Var(domain=pyo.NonNegativeReals)
     add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends, terms, m.u,
                                                 options, big))
+    add_steady_sends(m, ctx, regular, terms, big)
 
     steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
     rows = []
@@ -85,3 +110,49 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
         rows += choice_lower_bounds((p - j) * m.cycle, [([1] * len(options), downstream), (steady, ahead)],
                                     m.u, options, big)
     add_rows(m, "round_trip", rows)
+
+
+def steady_chain(ctx: ShapeContext, o: int, b: int) -> tuple[float, float, int]:
+    """(a_o, c_o, K_{o,b}) of the steady-send chain across boundary b under option o (module docstring)."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
+    p, mb, schedule = ctx.shape.pp, ctx.shape.microbatches, ctx.options[o].schedule
+    count = max(0, mb - 2 * math.ceil((p - 1 - b) / 2))
+    if schedule is Schedule.one_f_one_b:
+        return 0.5, 0.5, count
+    if schedule is Schedule.zb_h1:
+        return 0.5, (1 - w / layer.total_s) / 2, count
+    if schedule is Schedule.zb_v:
+        share = (1 - (w + min(f, i)) / (2 * layer.total_s)) / 2
+        return share, share, max(0, mb - 2)
+    return 0.0, 0.0, 0
+
+
+def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], terms: list, big: float) -> None:
+    """Vars tx[b], steady[b] and the rows steady_xfer, steady_excess, steady_makespan (module docstring)."""
+    links, options = ctx.routes.links, list(m.O)
+    chains = {b: [steady_chain(ctx, o, b) for o in options] for b in regular}
+    if not any(count for chain in chains.values() for _, _, count in chain):
+        return
+    act_gb = ctx.costs.p2p_bytes * ctx.shape.ep / GB
+    m.tx = pyo.Var(regular, domain=pyo.NonNegativeReals)
+    rows = []
+    for i, link in enumerate(links):
+        for d in (1, -1):
+            pairs = ctx.routes.pairs_over((i, d))
+            per_gb = [GB / (link.capacity_byte_s * ctx.efficiency[i, t]) for t in link.transports]
+            for b in regular:
+                load = act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs)
+                rows += choice_lower_bounds(m.tx[b], [(per_gb, load)], m.z, [(i, t) for t in link.transports], big)
+    add_rows(m, "steady_xfer", rows)
+    m.steady = pyo.Var(regular, domain=pyo.NonNegativeReals)
+    excess, makespan = [], []
+    for b, chain in chains.items():
+        a, c, count = zip(*chain, strict=True)
+        on = [1.0 if k else 0.0 for k in count]
+        excess += choice_lower_bounds(m.steady[b] + m.cycle, [
+            (a, m.Cst[b]), (c, m.Cst[b + 1]), (on, m.lat[b] + m.tx[b])], m.u, options, big)
+        makespan += choice_lower_bounds(m.Tpipe - ctx.shape.microbatches * m.cycle - m.bubble - m.fill_sends,
+                                        [*terms, (count, m.steady[b])], m.u, options, big)
+    add_rows(m, "steady_excess", excess)
+    add_rows(m, "steady_makespan", makespan)

@@ -1,0 +1,82 @@
+"""Steady-state cross-building sends (milp.formulation.pipeline): two-rank chains across a building boundary."""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+import pytest
+
+from scaleacross_milp.milp.context import shape_context
+from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.highs import polish, solve_milp
+from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.spec.plan import Shape
+
+HALLS = [{"name": "A", "gpus": 8, "gpu_type": "h100"}, {"name": "B", "gpus": 8, "gpu_type": "h100"}]
+LINK = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 20}]
+
+
+def pipeline_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: float = 100) -> tuple:
+    """Llama 3 8B, TP8 PP2 DP1, 16 + 16 layers, stage 0 in A and stage 1 in B, priced with the placement fixed."""
+    link = [{**LINK[0], "capacity_gbit_s": gbit_s}]
+    instance = tiny(buildings=HALLS, links=link, global_batch_sequences=microbatches,
+                    search={"dp_modes": ["ddp"], "schedules": [schedule]})
+    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=1, micro_batch=1, microbatches=microbatches),
+                        route_table(instance.topology))
+    m = build_model(ctx)
+    for j, hall in enumerate("AB"):
+        m.n[j].fix(16)
+        for k in m.K:
+            m.x[j, k].fix(1 if k == hall else 0)
+            m.y[j, k].fix(1 if k == hall else 0)
+    assert solve_milp(m, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(m, m.T, threads=1)
+    return ctx, m
+
+
+@pytest.mark.parametrize("microbatches", [4, 8])
+def test_1f1b_pays_one_transfer_per_microbatch_across_the_boundary(tiny, microbatches):
+    # 1F1B on two ranks: F0(x) -> send -> F1(x) -> B1(x) -> send -> B0(x) -> F0(x + 2) chains two microbatches
+    # with two crossings, so with stage times C0, C1 (embedding, head) the makespan is m max + min (fill, drain)
+    # + 2 (latency + one microbatch's transfer) for the first forward's and last backward's crossings, and the
+    # chain's excess over the cycle, (C0 + C1) / 2 + latency + transfer - max, on the m - 2 microbatches between
+    # (equal stages: (m + 1) C + m (latency + transfer)).
+    ctx, m = pipeline_over_two_halls(tiny, "1f1b", microbatches)
+    link = ctx.routes.links[0]
+    (transport,) = [t for t in link.transports if pyo.value(m.z[0, t]) > 0.5]
+    transfer = ctx.costs.p2p_bytes / (link.capacity_byte_s * ctx.efficiency[0, transport])
+    latency = ctx.routes.latency_s["A", "B"]
+    c0, c1 = (pyo.value(m.Cst[j]) for j in m.J)
+    slow, fast = max(c0, c1), min(c0, c1)
+    assert pyo.value(m.tx[0]) == pytest.approx(transfer, rel=1e-6)
+    assert transfer < fast  # the link keeps up: the cycle is the slower stage, the chain adds the sends
+    assert pyo.value(m.cycle) == pytest.approx(slow, rel=1e-6)
+    send = latency + transfer
+    expected = microbatches * slow + fast + 2 * send + (microbatches - 2) * ((c0 + c1) / 2 + send - slow)
+    assert pyo.value(m.Tpipe) == pytest.approx(expected, rel=1e-6)
+
+
+def test_zb_h1_hides_the_next_rank_s_weight_gradient_behind_the_sends(tiny):
+    # ZB-H1: rank 1's W runs off the chain, so each crossing's excess over the cycle shrinks by half its W:
+    # steady = (C0 + (1 - w) C1) / 2 + latency + transfer - cycle, w = W's share of a layer.
+    ctx, m = pipeline_over_two_halls(tiny, "zb-h1", 8)
+    layer = ctx.gpu("A").layer
+    share = layer.backward_weight_s / layer.total_s
+    c0, c1 = (pyo.value(m.Cst[j]) for j in m.J)
+    excess = (c0 + (1 - share) * c1) / 2 + pyo.value(m.lat[0] + m.tx[0] - m.cycle)
+    assert excess > 0
+    assert pyo.value(m.steady[0]) == pytest.approx(excess, rel=1e-6)
+
+
+def test_zb_v_hides_one_chunk_s_backward_behind_the_sends_and_pays_the_rest(tiny):
+    # ZB-V on a thin link: each rank runs F, I, W of both chunks per microbatch; the chain across the boundary
+    # leaves out one chunk's W and the smaller of its F and I, so each crossing's excess over the cycle is
+    # (1 - (W + min(F, I)) / (2 C)) (C0 + C1) / 2 + latency + transfer - cycle, paid on m - 2 microbatches.
+    ctx, m = pipeline_over_two_halls(tiny, "zb-v", 8, gbit_s=50)
+    layer = ctx.gpu("A").layer
+    share = 1 - (layer.backward_weight_s + min(layer.forward_s, layer.backward_input_s)) / (2 * layer.total_s)
+    c0, c1 = (pyo.value(m.Cst[j]) for j in m.J)
+    excess = share * (c0 + c1) / 2 + pyo.value(m.lat[0] + m.tx[0] - m.cycle)
+    assert excess > 0
+    assert pyo.value(m.steady[0]) == pytest.approx(excess, rel=1e-6)
+    rest = pyo.value(m.Tpipe - 8 * m.cycle - m.bubble - m.fill_sends - 4 * m.lat[0])
+    assert rest == pytest.approx(6 * excess, rel=1e-6)
