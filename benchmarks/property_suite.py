@@ -284,10 +284,14 @@ def check_patterns(instance: Instance, bases: list[Layout], out: Outcome) -> lis
     return sorted(evaluated, key=lambda item: item[0])
 
 
-def check_instance(seed: int, size: Size = Size.medium, time_limit_s: float | None = None, threads: int = 1
+def check_seed(seed: int, size: Size = Size.medium, time_limit_s: float | None = None, threads: int = 1) -> Outcome:
+    """check_instance on generated instance `seed`."""
+    return check_instance(generate_instance(seed, size), time_limit_s, threads, seed)
+
+
+def check_instance(instance: Instance, time_limit_s: float | None = None, threads: int = 1, seed: int = -1
                    ) -> Outcome:
-    """Generate instance `seed`, solve and replay it, and check every property (module docstring)."""
-    instance = generate_instance(seed, size)
+    """Solve and replay `instance`, and check every property (module docstring)."""
     out = Outcome(seed, instance.name, sum(b.gpus for b in instance.topology.buildings),
                   len(instance.topology.buildings), instance.model_spec.name,
                   time_limit_s=time_limit_s or instance.search.time_limit_s)
@@ -413,7 +417,7 @@ def main() -> None:
     outcomes = []
     for seed in range(args.first_seed, args.first_seed + args.count):
         started = time.perf_counter()
-        outcome = check_instance(seed, args.size, args.time_limit, args.threads)
+        outcome = check_seed(seed, args.size, args.time_limit, args.threads)
         outcomes.append(outcome)
         console.print(f"seed {seed} {outcome.name}: {outcome.kind} {outcome.status} "
                       f"({time.perf_counter() - started:.0f} s) {'; '.join(outcome.failures)}", markup=False)

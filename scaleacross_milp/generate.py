@@ -36,6 +36,7 @@ import math
 import random
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 from pathlib import Path
 
 from scaleacross_milp.costmodel.memory import total_params
@@ -102,9 +103,16 @@ LINK_CLASSES: dict[str, tuple[tuple[float, float], tuple[int, ...]]] = {
 """Distance range (km) and capacities (Gb/s per direction, before the size's link_scale) of each link class."""
 
 
+@cache
 def model_specs() -> dict[str, dict]:
     """The bundled models (models/*.json) by name."""
     return {path.stem: json.loads(path.read_text()) for path in sorted(MODELS_DIR.glob("*.json"))}
+
+
+@cache
+def model_params() -> dict[str, float]:
+    """Parameters of each bundled model (costmodel.memory.total_params)."""
+    return {name: total_params(ModelSpec.model_validate(spec)) for name, spec in model_specs().items()}
 
 
 def link_class(link: Link) -> str:
@@ -124,14 +132,18 @@ def _log_uniform(rng: random.Random, low: float, high: float) -> float:
     return math.exp(rng.uniform(math.log(low), math.log(high)))
 
 
-def _building_sizes(rng: random.Random, total: int, count: int) -> list[int]:
+def _building_sizes(rng: random.Random, total: int, count: int, bounds: SizeRange) -> list[int]:
     """`count` unequal sizes, multiples of a unit (8 GPUs, coarser for large clusters), summing to about
-    `total`: shares drawn log-normally, each building at least one unit."""
+    `total` and within the size's GPU range: shares drawn log-normally, each building at least one unit."""
     unit = NODE_GPUS * max(1, 2 ** int(math.log2(max(1, total // (64 * count)))))
     weights = [rng.lognormvariate(0.0, 0.6) for _ in range(count)]
     sizes = [max(1, round(total * w / sum(weights) / unit)) * unit for w in weights]
     if len(set(sizes)) == 1:
         sizes[0] += unit
+    while sum(sizes) < bounds.min_gpus:
+        sizes[sizes.index(min(sizes))] += unit
+    while sum(sizes) > bounds.max_gpus:
+        sizes[sizes.index(max(sizes))] -= unit
     return sizes
 
 
@@ -195,15 +207,18 @@ def _topology(rng: random.Random, sizes: list[int], gpu_types: list[str], scale:
 def _model(rng: random.Random, hbm_bytes: float, max_params: float) -> dict:
     """A dense or an MoE model (equally likely when both kinds fit) of at most `max_params` parameters whose state
     fits MAX_STATE_SHARE of HBM."""
-    params = {name: total_params(ModelSpec.model_validate(spec)) for name, spec in model_specs().items()}
+    params = model_params()
     fitting = {name: spec for name, spec in model_specs().items() if params[name] <= max_params
                and params[name] * STATE_BYTES_PER_PARAM <= MAX_STATE_SHARE * hbm_bytes}
     by_kind = [[spec for spec in fitting.values() if (spec.get("moe") is not None) == moe] for moe in (False, True)]
     return rng.choice(rng.choice([kind for kind in by_kind if kind]))
 
 
-def _primes_near(n: int) -> list[int]:
-    return [p for p in range(max(2, n // 2), 2 * n + 2) if all(p % d for d in range(2, int(p**0.5) + 1))]
+def _next_prime(n: int) -> int:
+    """The smallest prime >= n (trial division)."""
+    while n < 2 or any(n % d == 0 for d in range(2, math.isqrt(n) + 1)):
+        n += 1
+    return n
 
 
 def _batch(rng: random.Random, nodes: int) -> int:
@@ -215,7 +230,8 @@ def _batch(rng: random.Random, nodes: int) -> int:
     odd = rng.choice([3, 5, 7, 9, 11, 13, 15])
     batch = odd * 2 ** max(0, round(math.log2(target / odd)))
     if batch % nodes == 0 or rng.random() < 0.2:
-        batch = rng.choice([p for p in _primes_near(target) if p % nodes])
+        batch = _next_prime(rng.randint(max(2, target // 2), 2 * target))
+        batch = batch if batch % nodes else _next_prime(batch + 1)
     return batch
 
 
@@ -226,7 +242,7 @@ def generate(seed: int, size: Size | str = Size.medium) -> dict:
     rng = random.Random(f"{size.value}-{seed}")
     total = round(_log_uniform(rng, bounds.min_gpus, bounds.max_gpus))
     count = rng.randint(2, min(bounds.max_buildings, max(2, total // NODE_GPUS)))
-    sizes = _building_sizes(rng, total, count)
+    sizes = _building_sizes(rng, total, count, bounds)
     names = sorted(GPU_CHOICES)
     mixed = rng.random() < 0.6
     kinds = rng.sample(names, rng.randint(2, 3)) if mixed else [rng.choice(names)]
