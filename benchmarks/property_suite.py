@@ -248,12 +248,6 @@ def _label(layout: Layout) -> str:
     return f"{layout.shape.label()} {layout.schedule.value} {layout.dp_mode.value} in {'+'.join(homes)}"
 
 
-def _solve(instance: Instance, time_limit_s: float | None, threads: int) -> tuple[Plan, float]:
-    start = time.perf_counter()
-    plan = solve_instance(instance, time_limit_s=time_limit_s, threads=threads)
-    return plan, time.perf_counter() - start
-
-
 def check_restrictions(instance: Instance, out: Outcome, time_limit_s: float | None, threads: int
                        ) -> list[tuple[float, Layout]]:
     """Solve every undominated single-building restriction; (full-instance replay, layout) of each solved one."""
@@ -261,7 +255,7 @@ def check_restrictions(instance: Instance, out: Outcome, time_limit_s: float | N
     for building in undominated(instance):
         sub = restricted(instance, building)
         try:
-            plan, _ = _solve(sub, time_limit_s, threads)
+            plan = solve_instance(sub, time_limit_s=time_limit_s, threads=threads)
         except (InputError, NoPlanFound):
             continue
         except Exception as exc:  # noqa: BLE001 - a crash is a finding, reported with its message
@@ -295,15 +289,18 @@ def check_instance(instance: Instance, time_limit_s: float | None = None, thread
     out = Outcome(seed, instance.name, sum(b.gpus for b in instance.topology.buildings),
                   len(instance.topology.buildings), instance.model_spec.name,
                   time_limit_s=time_limit_s or instance.search.time_limit_s)
+    start = time.perf_counter()
     try:
-        plan, out.wall_s = _solve(instance, time_limit_s, threads)
+        plan = solve_instance(instance, time_limit_s=time_limit_s, threads=threads)
+        out.wall_s = time.perf_counter() - start
         verification, _ = verify(instance, plan)
     except InputError as exc:
         out.kind, out.message = "infeasible", str(exc)
         return out
     except NoPlanFound as exc:
-        out.kind, out.message = "no plan", str(exc)
+        out.kind, out.message, out.wall_s = "no plan", str(exc), time.perf_counter() - start
         out.failures.append("no plan within the time limit")
+        judge(out)
         return out
     except Exception as exc:  # noqa: BLE001 - a crash is a finding, reported with its message
         out.kind, out.message = "crash", f"{type(exc).__name__}: {exc}"
