@@ -24,7 +24,8 @@ verifier's agreement tolerance (verify.verifier.TOLERANCE, 10 %):
   time          the solve's wall time <= 1.1 x its time limit.
 The ratio checks allow TOL because the optimizer ranks layouts by its prediction, which may differ from the replay
 by TOL; the table and summary show the raw ratios. An instance whose solve raises InputError (exit 2: infeasible) is
-counted and listed, any other exception (or a plan that does not replay) as a crash with its message.
+counted and listed, any other exception (or a plan that does not replay) as a crash with its message. Every replay
+is stopped after REPLAY_LIMIT_S (a crash for the plan's, a failure for the other layouts').
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import signal
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,7 +57,10 @@ from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Layout, Plan, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Building
+from scaleacross_milp.verify.layout import resolve
+from scaleacross_milp.verify.replay import FULL, replay
 from scaleacross_milp.verify.verifier import TOLERANCE, verify
+from scaleacross_milp.verify.workload import build_workload
 
 TIME_SLACK = 0.10
 """A solve may end this fraction past its time limit."""
@@ -61,6 +68,8 @@ PATTERN_BASES = 2
 """Besides the optimizer's plan, the best restrictions whose shapes seed the DP-out / PP-out layouts."""
 MAX_VARIANTS = 3
 """DP-out DP degrees (and PP-out PP degrees) tried per base layout."""
+REPLAY_LIMIT_S = 60.0
+"""A replay running longer is stopped and reported (issue 12: the replay must stay within a few seconds)."""
 
 
 @dataclass
@@ -143,8 +152,29 @@ def as_layout(plan: Plan) -> Layout:
     return Layout.model_validate(plan.model_dump(include=keep))
 
 
+class ReplayTooSlow(Exception):
+    """A replay ran past REPLAY_LIMIT_S."""
+
+
+@contextmanager
+def replay_cap(seconds: float = REPLAY_LIMIT_S) -> Iterator[None]:
+    """Raise ReplayTooSlow in the block after `seconds` of wall time (SIGALRM)."""
+    def expire(*_) -> None:
+        raise ReplayTooSlow(f"replay ran past {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def replayed_s(instance: Instance, layout: Layout) -> float:
-    return verify(instance, layout)[0].iteration_s
+    """The verifier's iteration time of `layout`: its full replay alone (`verify` adds four attribution replays)."""
+    with replay_cap():
+        return replay(build_workload(instance, resolve(instance, layout)), instance.topology, FULL).makespan_s
 
 
 def _option(layout: Layout) -> ScheduleOption:
@@ -262,7 +292,10 @@ def check_restrictions(instance: Instance, out: Outcome, time_limit_s: float | N
             out.failures.append(f"restriction {building.name} crashed: {type(exc).__name__}: {exc}")
             continue
         layout = as_layout(plan)
-        solved.append((replayed_s(instance, layout), layout))
+        try:
+            solved.append((replayed_s(instance, layout), layout))
+        except Exception as exc:  # noqa: BLE001 - a plan that does not replay is a finding
+            out.failures.append(f"restriction {building.name}'s plan does not replay: {type(exc).__name__}: {exc}")
     return sorted(solved, key=lambda item: item[0])
 
 
@@ -293,7 +326,8 @@ def check_instance(instance: Instance, time_limit_s: float | None = None, thread
     try:
         plan = solve_instance(instance, time_limit_s=time_limit_s, threads=threads)
         out.wall_s = time.perf_counter() - start
-        verification, _ = verify(instance, plan)
+        with replay_cap():
+            verification, _ = verify(instance, plan)
     except InputError as exc:
         out.kind, out.message = "infeasible", str(exc)
         return out
