@@ -91,6 +91,7 @@ class Outcome:
     time_limit_s: float = 0.0
     wall_s: float = math.nan
     status: str = ""
+    plan: str = ""
     milp_s: float = math.nan
     bound_s: float = math.nan
     gap: float = math.nan
@@ -348,6 +349,7 @@ def check_instance(instance: Instance, time_limit_s: float | None = None, thread
     out.wall_s = time.perf_counter() - start
     s = plan.solve
     out.status, out.milp_s, out.bound_s, out.gap = s.status, s.incumbent_s, s.bound_s, s.rel_gap
+    out.plan = _label(plan)
     try:
         with replay_cap(PLAN_REPLAY_LIMIT_S):
             verification, _ = verify(instance, plan)
