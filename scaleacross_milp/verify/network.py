@@ -2,10 +2,12 @@
 
 Resources: each direction of a link under its transport (costmodel.network, the definition the MILP reads too).
 ECMP splits it into `paths` resources of raw capacity c / P and hashes every connection (subflow) of a flow to
-one path per link with a seeded RNG, so collisions of few large flows leave paths idle as they do in a real
-fabric; packet spraying pools the paths into one resource of raw capacity c spray_efficiency(P). A resource
-carrying k subflows (all flows' subflows on it at that moment) delivers C x resource_goodput(k, cap): loss is
-recovered per connection, so under go-back-N each subflow resends its own window min(C / k, cap) x RTT.
+one path per link, so collisions of few large flows leave paths idle as they do in a real fabric. As a switch
+hashes a connection's header, the path is a function of (seed, src, dst, the flow's key, subflow index, link)
+only (splitmix64), never of the order in which flows start, so replays do not depend on event-time noise.
+Packet spraying pools the paths into one resource of raw capacity c spray_efficiency(P). A resource carrying
+k subflows (all flows' subflows on it at that moment) delivers C x resource_goodput(k, cap): loss is recovered
+per connection, so under go-back-N each subflow resends its own window min(C / k, cap) x RTT.
 A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes; subflows on the same
 resources form a class. Rates are max-min fair per subflow (progressive filling), each subflow also capped by
 its NIC share. A flow finishes when its last class does.
@@ -13,6 +15,7 @@ its NIC share. A flow finishes when its last class does.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -158,7 +161,7 @@ class Fabric:
     def __init__(self, topology: Topology, transports: dict[str, Transport], network: FluidNetwork,
                  seed: int = SEED) -> None:
         self.network = network
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self.links: dict[tuple[int, int], LinkModel] = {}
         index = {}
         for i, link in enumerate(topology.links):
@@ -180,25 +183,29 @@ class Fabric:
                     self.latency_s[src, dst] = sum(graph.edges[u, w]["latency_s"]
                                                    for u, w in zip(hops, hops[1:], strict=False))
 
-    def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
-        """Hash `subflows` connections src->dst onto paths of every link on the route (ECMP), or pool them
-        (spraying); returns (resources, subflows) per class. Counts the transfer and its subflows on each link."""
+    def classes(self, src: str, dst: str, subflows: int, key: str) -> list[tuple[tuple[int, ...], int]]:
+        """Hash `subflows` connections src->dst of the flow named `key` onto paths of every link on the route
+        (ECMP), or pool them (spraying); returns (resources, subflows) per class. Counts the transfer and its
+        subflows on each link."""
         arcs = self.arcs[src, dst]
         for arc in arcs:
             self.links[arc].transfers += 1
             self.links[arc].subflows += subflows
-        key = np.zeros(subflows, dtype=np.int64)
+        flow = _stable_hash(f"{self.seed}|{src}|{dst}|{key}")
+        code = np.zeros(subflows, dtype=np.int64)
         resources = [self.links[arc].resources for arc in arcs]
-        for options in resources:
+        for (link, direction), options in zip(arcs, resources, strict=True):
             if len(options) > 1:
-                key = key * len(options) + self.rng.integers(0, len(options), size=subflows)
-        codes, counts = np.unique(key, return_counts=True)
+                base = np.uint64(flow ^ _stable_hash(f"{link}|{direction}"))
+                picks = _splitmix64(np.arange(subflows, dtype=np.uint64) ^ base) % len(options)
+                code = code * len(options) + picks.astype(np.int64)
+        codes, counts = np.unique(code, return_counts=True)
         classes = []
-        for code, n in zip(codes.tolist(), counts.tolist(), strict=True):
+        for code_, n in zip(codes.tolist(), counts.tolist(), strict=True):
             chosen = []
             for options in reversed(resources):
                 if len(options) > 1:
-                    code, pick = divmod(code, len(options))
+                    code_, pick = divmod(code_, len(options))
                     chosen.append(options[pick])
                 else:
                     chosen.append(options[0])
@@ -213,3 +220,17 @@ class Fabric:
                 model.pp_bytes += nbytes
             else:
                 model.dp_bytes += nbytes
+
+
+def _stable_hash(text: str) -> int:
+    """A 64-bit hash of `text`, the same in every process (Python's str hash is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser (Steele et al. 2014) on uint64: each input bit flips about half the output bits,
+    so consecutive subflow indices give independent, uniform path picks."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))

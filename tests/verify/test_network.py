@@ -1,5 +1,6 @@
-"""The fluid link model: fair sharing, ECMP collisions vs spraying, NIC caps, seeded hashing, per-connection loss
-recovery, and agreement in expectation with costmodel.network.link_efficiency (what the MILP prices)."""
+"""The fluid link model: fair sharing, ECMP collisions vs spraying, NIC caps, seeded hashing that does not depend
+on the order flows start, per-connection loss recovery, and agreement in expectation with
+costmodel.network.link_efficiency (what the MILP prices)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def transfer_time(transport: Transport, subflows: int, paths: int = 8, loss: flo
     net = FluidNetwork()
     fabric = Fabric(topology(paths, loss), {"A-B": transport}, net, seed=seed)
     nbytes = 100e9
-    net.add_flow(0, fabric.classes("A", "B", subflows), nbytes / subflows, cap=1e15)
+    net.add_flow(0, fabric.classes("A", "B", subflows, "x"), nbytes / subflows, cap=1e15)
     return run_to_end(net)[0]
 
 
@@ -108,7 +109,20 @@ def test_replay_matches_the_shared_efficiency_in_expectation():
 def test_reported_link_rate_is_the_shared_efficiency_at_the_connections_carried():
     net = FluidNetwork()
     fabric = Fabric(topology(8), {"A-B": Transport.ecmp_selective_repeat}, net)
-    fabric.classes("A", "B", 8)
-    fabric.classes("A", "B", 24)
+    fabric.classes("A", "B", 8, "x")
+    fabric.classes("A", "B", 24, "y")
     model = fabric.links[0, 1]
     assert model.effective_byte_s == pytest.approx(800e9 / 8 * link_efficiency(model.link, model.transport, 16))
+
+
+def test_ecmp_hashing_depends_on_the_flow_not_on_the_order_flows_start():
+    def fabric() -> Fabric:
+        return Fabric(topology(8), {"A-B": Transport.ecmp_selective_repeat}, FluidNetwork())
+
+    first, second = fabric(), fabric()
+    x, y = first.classes("A", "B", 16, "x"), first.classes("A", "B", 16, "y")
+    assert second.classes("A", "B", 16, "y") == y and second.classes("A", "B", 16, "x") == x
+    assert x != y  # two flows of 16 connections on 8 paths: same counts per path with odds ~1e-9
+    # each of the 16 subflows lands on one of the 8 path resources of direction A -> B
+    paths = set(first.links[0, 1].resources)
+    assert sum(n for _, n in x) == 16 and all(len(res) == 1 and res[0] in paths for res, _ in x)
