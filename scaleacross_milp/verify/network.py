@@ -16,6 +16,7 @@ its NIC share. A flow finishes when its last class does.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,17 +32,27 @@ Goodput = Callable[[float, float], float]
 """(subflows on a resource, their largest cap) -> fraction of the resource's raw capacity delivering data."""
 
 EPS_BYTES = 1e-3
+FINISH_SLACK_S = 1e-6
+SATURATED = 1e-9
+"""A resource whose load is within this share of its capacity is saturated (fills leave it at capacity up to
+rounding)."""
 SEED = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class _Class:
+    """`weight` subflows of `flow` on `resources`, each with `remaining` bytes at time `since`, moving at `rate`
+    until `finish` (nan once finished)."""
+
+    serial: int
     flow: int
     resources: tuple[int, ...]
     weight: int
     remaining: float
     cap: float
+    since: float
     rate: float = 0.0
+    finish: float = math.inf
 
 
 @dataclass
@@ -65,17 +76,27 @@ class LinkModel:
 
 @dataclass
 class FluidNetwork:
-    """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes."""
+    """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes.
+
+    Incremental: a class's bytes are brought up to date only when its rate changes, its finish time waits in a
+    heap, and a flow start or class completion refills only the connected component (resources linked by the
+    classes crossing them) of the resources it touches: max-min fairness decomposes over components, so the
+    others keep their rates."""
 
     capacity: list[float] = field(default_factory=list)
     goodput: dict[int, Goodput] = field(default_factory=dict)
     now: float = 0.0
-    classes: list[_Class] = field(default_factory=list)
     pending: dict[int, int] = field(default_factory=dict)
+    on: list[dict[int, _Class]] = field(default_factory=list)
+    """Per resource: serial -> live class crossing it (insertion order, so refills are deterministic)."""
+    finishes: list[tuple[float, int, _Class]] = field(default_factory=list)
+    """Heap of (finish, serial, class); an entry is stale once the class's finish differs from it."""
+    serials: int = 0
 
     def add_resource(self, capacity: float, goodput: Goodput | None = None) -> int:
         """A resource of raw `capacity`; `goodput` (if any) scales it by the subflows it carries at the time."""
         self.capacity.append(capacity)
+        self.on.append({})
         if goodput is not None:
             self.goodput[len(self.capacity) - 1] = goodput
         return len(self.capacity) - 1
@@ -85,74 +106,140 @@ class FluidNetwork:
         """Start `flow` now: (resources, subflows) per class, each subflow moving `bytes_per_subflow`."""
         live = [(res, w) for res, w in classes if w > 0]
         self.pending[flow] = len(live)
-        self.classes += [_Class(flow, res, w, bytes_per_subflow, cap) for res, w in live]
-        self._fill()
+        touched = list(dict.fromkeys(r for res, _ in live for r in res))
+        slack = all(self._slack(r) for r in touched)
+        new = []
+        for res, w in live:
+            self.serials += 1
+            c = _Class(self.serials, flow, res, w, bytes_per_subflow, cap, self.now, rate=cap)
+            new.append(c)
+            for r in res:
+                self.on[r][c.serial] = c
+        if slack and all(self._slack(r) for r in touched):
+            for c in new:
+                self._set_rate(c, cap)
+        else:
+            self._fill(touched)
 
     def next_completion(self) -> float:
-        times = [c.remaining / c.rate for c in self.classes if c.rate > 0]
-        return self.now + min(times) if times else math.inf
+        """The earliest finish time of a live class (inf if none moves)."""
+        heap = self.finishes
+        while heap and heap[0][0] != heap[0][2].finish:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
 
     def advance(self, t: float) -> list[int]:
-        """Move time to t; return flows whose last class finished."""
-        dt = t - self.now
+        """Move time to t; return flows whose last class finished. A class finishes when at most EPS_BYTES or
+        1e-12 s of its bytes are left: finish - t <= max(1e-12, EPS_BYTES / rate), which is below FINISH_SLACK_S
+        at any rate above 1 kB/s, so only heap entries up to t + FINISH_SLACK_S are examined."""
         self.now = t
-        done: list[int] = []
-        keep = []
-        for c in self.classes:
-            c.remaining -= c.rate * dt
-            if c.remaining <= EPS_BYTES or (c.rate > 0 and c.remaining / c.rate <= 1e-12):
-                self.pending[c.flow] -= 1
-                if self.pending[c.flow] == 0:
-                    del self.pending[c.flow]
-                    done.append(c.flow)
-            else:
-                keep.append(c)
-        if len(keep) != len(self.classes):
-            self.classes = keep
-            self._fill()
+        heap, done, later = self.finishes, [], []
+        freed: dict[int, bool] = {}
+        """Resource -> whether it had slack before its first class in this batch finished."""
+        while heap and heap[0][0] <= t + FINISH_SLACK_S:
+            entry = heapq.heappop(heap)
+            c = entry[2]
+            if entry[0] != c.finish:
+                continue
+            left = c.remaining - c.rate * (t - c.since)
+            if left > EPS_BYTES and left / c.rate > 1e-12:
+                later.append(entry)
+                continue
+            c.finish = math.nan
+            for r in c.resources:
+                if r not in freed:
+                    freed[r] = self._slack(r)
+                del self.on[r][c.serial]
+            self.pending[c.flow] -= 1
+            if self.pending[c.flow] == 0:
+                del self.pending[c.flow]
+                done.append(c.flow)
+        for entry in later:
+            heapq.heappush(heap, entry)
+        if not all(freed.values()) or not all(self._slack(r) for r in freed):
+            self._fill(list(freed))
         return done
 
-    def _capacities(self) -> list[float]:
-        """Each resource's capacity now: raw x goodput(subflows on it, their largest cap) where loss applies."""
-        capacity = list(self.capacity)
-        if not self.goodput:
-            return capacity
-        load: dict[int, list[float]] = {}
-        for c in self.classes:
-            for r in c.resources:
-                if r in self.goodput:
-                    entry = load.setdefault(r, [0.0, 0.0])
-                    entry[0] += c.weight
-                    entry[1] = max(entry[1], c.cap)
-        for r, (subflows, cap) in load.items():
-            capacity[r] *= self.goodput[r](subflows, cap)
-        return capacity
+    def _capacity(self, r: int) -> float:
+        """Resource r's capacity now: raw x goodput(subflows on it, their largest cap) where loss applies."""
+        if r not in self.goodput or not self.on[r]:
+            return self.capacity[r]
+        on = self.on[r].values()
+        return self.capacity[r] * self.goodput[r](sum(c.weight for c in on), max(c.cap for c in on))
 
-    def _fill(self) -> None:
-        """Progressive filling: raise all unfrozen subflow rates together; freeze those whose resource
-        saturates or whose cap is reached."""
-        residual = self._capacities()
-        unfrozen = list(self.classes)
-        while unfrozen:
-            weight: dict[int, float] = {}
-            for c in unfrozen:
-                for r in c.resources:
-                    weight[r] = weight.get(r, 0.0) + c.weight
-            level = min(c.cap for c in unfrozen)
-            tight = set()
-            for r, w in weight.items():
-                share = max(residual[r], 0.0) / w
-                if share < level - 1e-12 * level:
-                    level, tight = share, {r}
-                elif share <= level + 1e-12 * level:
-                    tight.add(r)
-            frozen = [c for c in unfrozen if c.cap <= level * (1 + 1e-12) or tight.intersection(c.resources)]
-            for c in frozen:
-                c.rate = level
-                for r in c.resources:
-                    residual[r] -= c.weight * level
-            frozen_ids = {id(c) for c in frozen}
-            unfrozen = [c for c in unfrozen if id(c) not in frozen_ids]
+    def _slack(self, r: int) -> bool:
+        """Whether resource r carries less than its capacity (sum of weight x rate < capacity (1 - SATURATED)).
+        A change that leaves every resource it touches with slack before and after it leaves every other class's
+        rate max-min fair: their bottlenecks (saturated resources, caps) are untouched, and a new class runs at
+        its cap."""
+        return sum(c.weight * c.rate for c in self.on[r].values()) < self._capacity(r) * (1 - SATURATED)
+
+    def _component(self, seeds: list[int]) -> tuple[list[int], dict[int, _Class]]:
+        """Resources and live classes connected to `seeds` through classes crossing several resources."""
+        resources, seen, classes = list(seeds), set(seeds), {}
+        for r in resources:  # grows while it is walked
+            for serial, c in self.on[r].items():
+                if serial not in classes:
+                    classes[serial] = c
+                    for other in c.resources:
+                        if other not in seen:
+                            seen.add(other)
+                            resources.append(other)
+        return resources, classes
+
+    def _fill(self, seeds: list[int]) -> None:
+        """Max-min rates of the component of `seeds` by progressive filling: the level of all unfrozen subflows
+        rises until a resource saturates (its residual / unfrozen subflows on it is the least share) or a
+        subflow's cap is reached (the least cap); those subflows freeze at the level. Each resource capacity is
+        raw x goodput(subflows on it, their largest cap) where loss applies."""
+        resources, classes = self._component(seeds)
+        weight = dict.fromkeys(resources, 0)
+        for c in classes.values():
+            c.remaining -= c.rate * (self.now - c.since)
+            c.since = self.now
+            for r in c.resources:
+                weight[r] += c.weight
+        residual = {r: self._capacity(r) for r in resources if weight[r]}
+        share = {r: max(residual[r], 0.0) / weight[r] for r in residual}
+        saturating = [(level, r) for r, level in share.items()]
+        heapq.heapify(saturating)
+        capped = sorted(classes.values(), key=lambda c: (c.cap, c.serial))
+        frozen: set[int] = set()
+        k = 0
+        while len(frozen) < len(classes):
+            while saturating and (not weight[saturating[0][1]] or saturating[0][0] != share[saturating[0][1]]):
+                heapq.heappop(saturating)
+            while capped[k].serial in frozen:
+                k += 1
+            if not saturating or capped[k].cap <= saturating[0][0]:
+                self._freeze(capped[k], capped[k].cap, frozen, weight, residual, share, saturating)
+                continue
+            level, r = heapq.heappop(saturating)
+            for c in list(self.on[r].values()):
+                if c.serial not in frozen:
+                    self._freeze(c, level, frozen, weight, residual, share, saturating)
+
+    def _freeze(self, c: _Class, rate: float, frozen: set[int], weight: dict[int, int], residual: dict[int, float],
+                share: dict[int, float], saturating: list[tuple[float, int]]) -> None:
+        """Fix class c at `rate`: its subflows leave the unfrozen weight of its resources and use rate each of
+        their residual; the resources' new shares enter the heap; its finish time enters the finish heap."""
+        frozen.add(c.serial)
+        for r in c.resources:
+            residual[r] -= c.weight * rate
+            weight[r] -= c.weight
+            if weight[r]:
+                share[r] = max(residual[r], 0.0) / weight[r]
+                heapq.heappush(saturating, (share[r], r))
+        self._set_rate(c, rate)
+
+    def _set_rate(self, c: _Class, rate: float) -> None:
+        """Class c moves at `rate` from now on; its finish time (now + remaining / rate) enters the finish heap."""
+        c.rate = rate
+        finish = self.now + c.remaining / rate if rate > 0 else math.inf
+        if finish != c.finish:
+            c.finish = finish
+            if rate > 0:
+                heapq.heappush(self.finishes, (finish, c.serial, c))
 
 
 class Fabric:
