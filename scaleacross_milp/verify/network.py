@@ -1,29 +1,28 @@
 """Fluid model of the inter-building links: concurrent flows share capacity max-min fairly.
 
-Resources: each direction of a link under its transport (costmodel.network, the definition the MILP reads too).
-ECMP splits it into `paths` resources of raw capacity c / P and hashes every connection (subflow) of a flow to
-one path per link, so collisions of few large flows leave paths idle as they do in a real fabric. As a switch
-hashes a connection's header, the path is a function of (seed, src, dst, the flow's key, subflow index, link)
-only (splitmix64), never of the order in which flows start, so replays do not depend on event-time noise.
-Packet spraying pools the paths into one resource of raw capacity c spray_efficiency(P). A resource carrying
-k subflows (all flows' subflows on it at that moment) delivers C x resource_goodput(k, cap): loss is recovered
-per connection, so under go-back-N each subflow resends its own window min(C / k, cap) x RTT.
-A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes; subflows on the same
-resources form a class. Rates are max-min fair per subflow (progressive filling), each subflow also capped by
-its NIC share. A flow finishes when its last class does.
+Resources: each direction of a link under its transport, priced by costmodel.network, the definition the MILP
+reads too. A resource of raw capacity C carrying k subflows (all flows' subflows on it at that moment, with the
+largest NIC cap among them) delivers C x goodput(k, cap):
+  ECMP, P > 1 paths   C = c, goodput = link_efficiency: (k / P) / E[k_max] (every subflow hashed to one path, the
+                      transfer paced by the busiest path's expected load) x the busiest path's loss goodput;
+  one path, spraying  C = c / P or c spray_efficiency(P), goodput = resource_goodput (loss recovered per
+                      connection: under go-back-N each subflow resends its own window min(C / k, cap) x RTT).
+So the replay charges ECMP the expected collisions of the subflows it actually carries at each moment, the same
+expectation the MILP prices, rather than one draw of hashes: its result does not depend on a seed or on the order
+in which flows start, and a flow is one class per route rather than one per combination of hashed paths.
+A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes. Rates are max-min fair per
+subflow (progressive filling), each subflow also capped by its NIC share.
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import networkx as nx
-import numpy as np
 
 from scaleacross_milp.costmodel.network import link_efficiency, resource_capacity, resource_goodput
 from scaleacross_milp.spec.topology import Link, Topology, Transport
@@ -36,7 +35,6 @@ FINISH_SLACK_S = 1e-6
 SATURATED = 1e-9
 """A resource whose load is within this share of its capacity is saturated (fills leave it at capacity up to
 rounding)."""
-SEED = 0
 
 
 @dataclass(eq=False)
@@ -57,11 +55,11 @@ class _Class:
 
 @dataclass
 class LinkModel:
-    """Resources of one link direction and what it carried."""
+    """The resource of one link direction and what it carried."""
 
     link: Link
     transport: Transport
-    resources: list[int]
+    resource: int
     pp_bytes: float = 0.0
     dp_bytes: float = 0.0
     transfers: int = 0
@@ -243,22 +241,18 @@ class FluidNetwork:
 
 
 class Fabric:
-    """The instance's links as network resources, routes between buildings and the ECMP hashing."""
+    """The instance's links as network resources and the routes between buildings."""
 
-    def __init__(self, topology: Topology, transports: dict[str, Transport], network: FluidNetwork,
-                 seed: int = SEED) -> None:
+    def __init__(self, topology: Topology, transports: dict[str, Transport], network: FluidNetwork) -> None:
         self.network = network
-        self.seed = seed
         self.links: dict[tuple[int, int], LinkModel] = {}
         index = {}
         for i, link in enumerate(topology.links):
             index[link.a, link.b], index[link.b, link.a] = (i, 1), (i, -1)
             transport = transports.get(f"{link.a}-{link.b}", link.transports[0])
-            goodput = partial(resource_goodput, link, transport) if link.loss_rate > 0 else None
-            count = 1 if transport is Transport.spray_selective_repeat else link.paths
+            capacity, goodput = _resource(link, transport)
             for d in (1, -1):
-                resources = [network.add_resource(resource_capacity(link, transport), goodput) for _ in range(count)]
-                self.links[i, d] = LinkModel(link, transport, resources)
+                self.links[i, d] = LinkModel(link, transport, network.add_resource(capacity, goodput))
         graph = topology.graph()
         paths = dict(nx.all_pairs_dijkstra_path(graph, weight="latency_s"))
         self.arcs: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -270,34 +264,14 @@ class Fabric:
                     self.latency_s[src, dst] = sum(graph.edges[u, w]["latency_s"]
                                                    for u, w in zip(hops, hops[1:], strict=False))
 
-    def classes(self, src: str, dst: str, subflows: int, key: str) -> list[tuple[tuple[int, ...], int]]:
-        """Hash `subflows` connections src->dst of the flow named `key` onto paths of every link on the route
-        (ECMP), or pool them (spraying); returns (resources, subflows) per class. Counts the transfer and its
-        subflows on each link."""
+    def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
+        """The (resources, subflows) class of `subflows` connections src->dst: the route's link directions.
+        Counts the transfer and its subflows on each link."""
         arcs = self.arcs[src, dst]
         for arc in arcs:
             self.links[arc].transfers += 1
             self.links[arc].subflows += subflows
-        flow = _stable_hash(f"{self.seed}|{src}|{dst}|{key}")
-        code = np.zeros(subflows, dtype=np.int64)
-        resources = [self.links[arc].resources for arc in arcs]
-        for (link, direction), options in zip(arcs, resources, strict=True):
-            if len(options) > 1:
-                base = np.uint64(flow ^ _stable_hash(f"{link}|{direction}"))
-                picks = _splitmix64(np.arange(subflows, dtype=np.uint64) ^ base) % len(options)
-                code = code * len(options) + picks.astype(np.int64)
-        codes, counts = np.unique(code, return_counts=True)
-        classes = []
-        for code_, n in zip(codes.tolist(), counts.tolist(), strict=True):
-            chosen = []
-            for options in reversed(resources):
-                if len(options) > 1:
-                    code_, pick = divmod(code_, len(options))
-                    chosen.append(options[pick])
-                else:
-                    chosen.append(options[0])
-            classes.append((tuple(reversed(chosen)), n))
-        return classes
+        return [(tuple(self.links[arc].resource for arc in arcs), subflows)]
 
     def record(self, src: str, dst: str, nbytes: float, kind: str) -> None:
         """Account `nbytes` of `kind` ("pp" or "dp") on every link direction of the route."""
@@ -309,15 +283,11 @@ class Fabric:
                 model.dp_bytes += nbytes
 
 
-def _stable_hash(text: str) -> int:
-    """A 64-bit hash of `text`, the same in every process (Python's str hash is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser (Steele et al. 2014) on uint64: each input bit flips about half the output bits,
-    so consecutive subflow indices give independent, uniform path picks."""
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+def _resource(link: Link, transport: Transport) -> tuple[float, Goodput | None]:
+    """(raw capacity, goodput) of one direction of `link` (see the module docstring); goodput is memoised, as a
+    replay asks for the same (subflows, cap) pairs many times."""
+    if transport is not Transport.spray_selective_repeat and link.paths > 1:
+        return link.capacity_byte_s, cache(partial(link_efficiency, link, transport))
+    goodput = cache(partial(resource_goodput, link, transport)) if link.loss_rate > 0 else None
+    return resource_capacity(link, transport), goodput

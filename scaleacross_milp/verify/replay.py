@@ -75,8 +75,6 @@ class Transfer:
     cap: float
     latency: float
     kind: str
-    key: str
-    """The flow's identity (pattern, operation): what ECMP hashes its connections by, with src and dst."""
 
 
 @dataclass
@@ -229,8 +227,7 @@ class _Builder:
             return occupy
         subflows, qp = self._subflows(src, dst, pattern.pipelines * shape.tp * shape.cp)
         nic = self.w.rank(src, rank).nic_byte_s
-        transfer = Transfer(src, dst, pattern.pipelines * self.w.p2p_bytes, subflows, nic / qp, latency, "pp",
-                            f"p{g} {name}")
+        transfer = Transfer(src, dst, pattern.pipelines * self.w.p2p_bytes, subflows, nic / qp, latency, "pp")
         xfer = self.g.add(XFER, send_s, f"link {src}->{dst}", name, "send", (node,))
         self.g.transfer[xfer] = transfer
         self.arrival[key] = xfer
@@ -254,7 +251,7 @@ class _Builder:
             nbytes = stage.grad_bytes_per_cell * self.w.gather_ratio * pull[src, dst] * mine / cells[dst]
             subflows, qp = self._subflows(src, dst, max(1, round(mine)) * shape.cell_gpus)
             transfer = Transfer(src, dst, nbytes, subflows, self.w.rank(dst, rank).nic_byte_s / qp,
-                                self.fabric.latency_s[src, dst], "dp", f"p{g} rank {rank} all-gather {a}")
+                                self.fabric.latency_s[src, dst], "dp")
             node = self.g.add(XFER, 0.0, f"link {src}->{dst}", f"all-gather {a.stage} mb{a.microbatch}", "dp",
                               preds)
             self.g.transfer[node] = transfer
@@ -289,8 +286,7 @@ class _Builder:
             for s, t in permutations(cells, 2):
                 nbytes = grad * (phases[0] * cells[s] + phases[1] * cells[t]) / total
                 subflows, qp = self._subflows(s, t, min(cells[s], cells[t]) * shape.cell_gpus)
-                transfer = Transfer(s, t, nbytes, subflows, self.w.rank(s, rank).nic_byte_s / qp, ring_latency, "dp",
-                                    f"rank {rank} DP sync {stage}")
+                transfer = Transfer(s, t, nbytes, subflows, self.w.rank(s, rank).nic_byte_s / qp, ring_latency, "dp")
                 node = self.g.add(XFER, 0.0, f"link {s}->{t}", f"DP sync stage {stage}", "dp", (join,))
                 self.g.transfer[node] = transfer
                 ends.append(node)
@@ -345,7 +341,7 @@ def _simulate(graph: _Graph, network: FluidNetwork, fabric: Fabric) -> tuple[lis
             tr = graph.transfer[node]
             fabric.record(tr.src, tr.dst, tr.nbytes, tr.kind)
             flow_node[node] = node
-            classes = fabric.classes(tr.src, tr.dst, tr.subflows, tr.key)
+            classes = fabric.classes(tr.src, tr.dst, tr.subflows)
             network.add_flow(node, classes, tr.nbytes / tr.subflows, tr.cap)
         elif kind == LAYERED:
             op, prev, layers, d, window = graph.layered[node]
