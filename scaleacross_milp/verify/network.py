@@ -131,7 +131,10 @@ class FluidNetwork:
         1e-12 s of its bytes are left: finish - t <= max(1e-12, EPS_BYTES / rate), which is below FINISH_SLACK_S
         at any rate above 1 kB/s, so only heap entries up to t + FINISH_SLACK_S are examined."""
         self.now = t
-        heap, done, later = self.finishes, [], []
+        heap = self.finishes
+        if not heap or heap[0][0] > t + FINISH_SLACK_S:
+            return []
+        done, later = [], []
         freed: dict[int, bool] = {}
         """Resource -> whether it had slack before its first class in this batch finished."""
         while heap and heap[0][0] <= t + FINISH_SLACK_S:
@@ -187,48 +190,35 @@ class FluidNetwork:
 
     def _fill(self, seeds: list[int]) -> None:
         """Max-min rates of the component of `seeds` by progressive filling: the level of all unfrozen subflows
-        rises until a resource saturates (its residual / unfrozen subflows on it is the least share) or a
-        subflow's cap is reached (the least cap); those subflows freeze at the level. Each resource capacity is
-        raw x goodput(subflows on it, their largest cap) where loss applies."""
+        rises until a resource saturates (the least residual / unfrozen subflows on it) or a subflow's cap is
+        reached (the least cap); those subflows freeze at the level. Each resource capacity is raw x
+        goodput(subflows on it, their largest cap) where loss applies."""
         resources, classes = self._component(seeds)
+        now = self.now
         weight = dict.fromkeys(resources, 0)
         for c in classes.values():
-            c.remaining -= c.rate * (self.now - c.since)
-            c.since = self.now
+            c.remaining -= c.rate * (now - c.since)
+            c.since = now
             for r in c.resources:
                 weight[r] += c.weight
-        residual = {r: self._capacity(r) for r in resources if weight[r]}
-        share = {r: max(residual[r], 0.0) / weight[r] for r in residual}
-        saturating = [(level, r) for r, level in share.items()]
-        heapq.heapify(saturating)
-        capped = sorted(classes.values(), key=lambda c: (c.cap, c.serial))
-        frozen: set[int] = set()
-        k = 0
-        while len(frozen) < len(classes):
-            while saturating and (not weight[saturating[0][1]] or saturating[0][0] != share[saturating[0][1]]):
-                heapq.heappop(saturating)
-            while capped[k].serial in frozen:
-                k += 1
-            if not saturating or capped[k].cap <= saturating[0][0]:
-                self._freeze(capped[k], capped[k].cap, frozen, weight, residual, share, saturating)
-                continue
-            level, r = heapq.heappop(saturating)
-            for c in list(self.on[r].values()):
-                if c.serial not in frozen:
-                    self._freeze(c, level, frozen, weight, residual, share, saturating)
-
-    def _freeze(self, c: _Class, rate: float, frozen: set[int], weight: dict[int, int], residual: dict[int, float],
-                share: dict[int, float], saturating: list[tuple[float, int]]) -> None:
-        """Fix class c at `rate`: its subflows leave the unfrozen weight of its resources and use rate each of
-        their residual; the resources' new shares enter the heap; its finish time enters the finish heap."""
-        frozen.add(c.serial)
-        for r in c.resources:
-            residual[r] -= c.weight * rate
-            weight[r] -= c.weight
-            if weight[r]:
-                share[r] = max(residual[r], 0.0) / weight[r]
-                heapq.heappush(saturating, (share[r], r))
-        self._set_rate(c, rate)
+        residual = {r: self._capacity(r) for r in resources}
+        unfrozen = {c.serial: c for c in sorted(classes.values(), key=_by_cap)}
+        while unfrozen:
+            least = next(iter(unfrozen.values()))
+            level, tight = least.cap, None
+            for r, w in weight.items():
+                if w and residual[r] < level * w:
+                    level, tight = max(residual[r], 0.0) / w, r
+            if tight is None:
+                batch = [c for c in unfrozen.values() if c.cap <= level]
+            else:
+                batch = [c for serial, c in self.on[tight].items() if serial in unfrozen]
+            for c in batch:
+                del unfrozen[c.serial]
+                for r in c.resources:
+                    residual[r] -= c.weight * level
+                    weight[r] -= c.weight
+                self._set_rate(c, level)
 
     def _set_rate(self, c: _Class, rate: float) -> None:
         """Class c moves at `rate` from now on; its finish time (now + remaining / rate) enters the finish heap."""
@@ -282,6 +272,10 @@ class Fabric:
             else:
                 model.dp_bytes += nbytes
 
+
+
+def _by_cap(c: _Class) -> tuple[float, int]:
+    return c.cap, c.serial
 
 
 def _resource(link: Link, transport: Transport) -> tuple[float, Goodput | None]:
