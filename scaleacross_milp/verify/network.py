@@ -87,6 +87,8 @@ class FluidNetwork:
     pending: dict[int, int] = field(default_factory=dict)
     on: list[dict[int, _Class]] = field(default_factory=list)
     """Per resource: serial -> live class crossing it (insertion order, so refills are deterministic)."""
+    load: list[dict[float, int]] = field(default_factory=list)
+    """Per resource: subflows on it by their cap (what its goodput depends on)."""
     finishes: list[tuple[float, int, _Class]] = field(default_factory=list)
     """Heap of (finish, serial, class); an entry is stale once the class's finish differs from it."""
     serials: int = 0
@@ -95,6 +97,7 @@ class FluidNetwork:
         """A resource of raw `capacity`; `goodput` (if any) scales it by the subflows it carries at the time."""
         self.capacity.append(capacity)
         self.on.append({})
+        self.load.append({})
         if goodput is not None:
             self.goodput[len(self.capacity) - 1] = goodput
         return len(self.capacity) - 1
@@ -113,6 +116,7 @@ class FluidNetwork:
             new.append(c)
             for r in res:
                 self.on[r][c.serial] = c
+                self.load[r][cap] = self.load[r].get(cap, 0) + w
         if slack and all(self._slack(r) for r in touched):
             for c in new:
                 self._set_rate(c, cap)
@@ -151,6 +155,9 @@ class FluidNetwork:
                 if r not in freed:
                     freed[r] = self._slack(r)
                 del self.on[r][c.serial]
+                self.load[r][c.cap] -= c.weight
+                if not self.load[r][c.cap]:
+                    del self.load[r][c.cap]
             self.pending[c.flow] -= 1
             if self.pending[c.flow] == 0:
                 del self.pending[c.flow]
@@ -163,10 +170,10 @@ class FluidNetwork:
 
     def _capacity(self, r: int) -> float:
         """Resource r's capacity now: raw x goodput(subflows on it, their largest cap) where loss applies."""
-        if r not in self.goodput or not self.on[r]:
+        load = self.load[r]
+        if r not in self.goodput or not load:
             return self.capacity[r]
-        on = self.on[r].values()
-        return self.capacity[r] * self.goodput[r](sum(c.weight for c in on), max(c.cap for c in on))
+        return self.capacity[r] * self.goodput[r](sum(load.values()), max(load))
 
     def _slack(self, r: int) -> bool:
         """Whether resource r carries less than its capacity (sum of weight x rate < capacity (1 - SATURATED)).

@@ -134,6 +134,7 @@ class _Builder:
         self.dp_done: dict[tuple[int, int], list[int]] = {}
         self.layered: dict[tuple[int, int], list[int]] = {}
         self.stream_end: dict[tuple[int, int], int] = {}
+        self.pulls: dict[int, dict[tuple[str, str], float]] = {}
 
     def build(self) -> _Graph:
         for g in range(len(self.r.patterns)):
@@ -242,7 +243,9 @@ class _Builder:
         pattern, shape = self.r.patterns[g], self.r.layout.shape
         dst = pattern.buildings[rank]
         mine = pattern.pipelines / shape.ep
-        pull = shard_pull(cells, sum(cells.values()) // self.r.variant.replicas)
+        if rank not in self.pulls:
+            self.pulls[rank] = shard_pull(cells, sum(cells.values()) // self.r.variant.replicas)
+        pull = self.pulls[rank]
         stage = self.w.rank(dst, rank).stages[a.stage]
         nodes = []
         for src in cells:
