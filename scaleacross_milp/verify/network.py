@@ -32,6 +32,7 @@ Goodput = Callable[[float, float], float]
 
 EPS_BYTES = 1e-3
 FINISH_SLACK_S = 1e-6
+"""Heap entries finishing up to this long after the present are checked for completion (see advance)."""
 SATURATED = 1e-9
 """A resource whose load is within this share of its capacity is saturated (fills leave it at capacity up to
 rounding)."""
@@ -139,8 +140,7 @@ class FluidNetwork:
         if not heap or heap[0][0] > t + FINISH_SLACK_S:
             return []
         done, later = [], []
-        freed: dict[int, bool] = {}
-        """Resource -> whether it had slack before its first class in this batch finished."""
+        freed: dict[int, bool] = {}  # resource -> whether it had slack before its first class here finished
         while heap and heap[0][0] <= t + FINISH_SLACK_S:
             entry = heapq.heappop(heap)
             c = entry[2]
@@ -280,8 +280,8 @@ class Fabric:
                 model.dp_bytes += nbytes
 
 
-
 def _by_cap(c: _Class) -> tuple[float, int]:
+    """Sort key: least cap first, then the order classes started."""
     return c.cap, c.serial
 
 
