@@ -1,25 +1,28 @@
 """Fluid model of the inter-building links: concurrent flows share capacity max-min fairly.
 
-Resources: each direction of a link under its transport (costmodel.network, the definition the MILP reads too).
-ECMP splits it into `paths` resources of raw capacity c / P and hashes every connection (subflow) of a flow to
-one path per link with a seeded RNG, so collisions of few large flows leave paths idle as they do in a real
-fabric; packet spraying pools the paths into one resource of raw capacity c spray_efficiency(P). A resource
-carrying k subflows (all flows' subflows on it at that moment) delivers C x resource_goodput(k, cap): loss is
-recovered per connection, so under go-back-N each subflow resends its own window min(C / k, cap) x RTT.
-A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes; subflows on the same
-resources form a class. Rates are max-min fair per subflow (progressive filling), each subflow also capped by
-its NIC share. A flow finishes when its last class does.
+Resources: each direction of a link under its transport, priced by costmodel.network, the definition the MILP
+reads too. A resource of raw capacity C carrying k subflows (all flows' subflows on it at that moment, with the
+largest NIC cap among them) delivers C x goodput(k, cap):
+  ECMP, P > 1 paths   C = c, goodput = link_efficiency: (k / P) / E[k_max] (every subflow hashed to one path, the
+                      transfer paced by the busiest path's expected load) x the busiest path's loss goodput;
+  one path, spraying  C = c / P or c spray_efficiency(P), goodput = resource_goodput (loss recovered per
+                      connection: under go-back-N each subflow resends its own window min(C / k, cap) x RTT).
+So the replay charges ECMP the expected collisions of the subflows it actually carries at each moment, the same
+expectation the MILP prices, rather than one draw of hashes: its result does not depend on a seed or on the order
+in which flows start, and a flow is one class per route rather than one per combination of hashed paths.
+A flow is a set of subflows (GPU-to-GPU connections x queue pairs) with equal bytes. Rates are max-min fair per
+subflow (progressive filling), each subflow also capped by its NIC share.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import networkx as nx
-import numpy as np
 
 from scaleacross_milp.costmodel.network import link_efficiency, resource_capacity, resource_goodput
 from scaleacross_milp.spec.topology import Link, Topology, Transport
@@ -28,26 +31,36 @@ Goodput = Callable[[float, float], float]
 """(subflows on a resource, their largest cap) -> fraction of the resource's raw capacity delivering data."""
 
 EPS_BYTES = 1e-3
-SEED = 0
+FINISH_SLACK_S = 1e-6
+"""Heap entries finishing up to this long after the present are checked for completion (see advance)."""
+SATURATED = 1e-9
+"""A resource whose load is within this share of its capacity is saturated (fills leave it at capacity up to
+rounding)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Class:
+    """`weight` subflows of `flow` on `resources`, each with `remaining` bytes at time `since`, moving at `rate`
+    until `finish` (nan once finished)."""
+
+    serial: int
     flow: int
     resources: tuple[int, ...]
     weight: int
     remaining: float
     cap: float
+    since: float
     rate: float = 0.0
+    finish: float = math.inf
 
 
 @dataclass
 class LinkModel:
-    """Resources of one link direction and what it carried."""
+    """The resource of one link direction and what it carried."""
 
     link: Link
     transport: Transport
-    resources: list[int]
+    resource: int
     pp_bytes: float = 0.0
     dp_bytes: float = 0.0
     transfers: int = 0
@@ -62,17 +75,30 @@ class LinkModel:
 
 @dataclass
 class FluidNetwork:
-    """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes."""
+    """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes.
+
+    Incremental: a class's bytes are brought up to date only when its rate changes, its finish time waits in a
+    heap, and a flow start or class completion refills only the connected component (resources linked by the
+    classes crossing them) of the resources it touches: max-min fairness decomposes over components, so the
+    others keep their rates."""
 
     capacity: list[float] = field(default_factory=list)
     goodput: dict[int, Goodput] = field(default_factory=dict)
     now: float = 0.0
-    classes: list[_Class] = field(default_factory=list)
     pending: dict[int, int] = field(default_factory=dict)
+    on: list[dict[int, _Class]] = field(default_factory=list)
+    """Per resource: serial -> live class crossing it (insertion order, so refills are deterministic)."""
+    load: list[dict[float, int]] = field(default_factory=list)
+    """Per resource: subflows on it by their cap (what its goodput depends on)."""
+    finishes: list[tuple[float, int, _Class]] = field(default_factory=list)
+    """Heap of (finish, serial, class); an entry is stale once the class's finish differs from it."""
+    serials: int = 0
 
     def add_resource(self, capacity: float, goodput: Goodput | None = None) -> int:
         """A resource of raw `capacity`; `goodput` (if any) scales it by the subflows it carries at the time."""
         self.capacity.append(capacity)
+        self.on.append({})
+        self.load.append({})
         if goodput is not None:
             self.goodput[len(self.capacity) - 1] = goodput
         return len(self.capacity) - 1
@@ -82,93 +108,148 @@ class FluidNetwork:
         """Start `flow` now: (resources, subflows) per class, each subflow moving `bytes_per_subflow`."""
         live = [(res, w) for res, w in classes if w > 0]
         self.pending[flow] = len(live)
-        self.classes += [_Class(flow, res, w, bytes_per_subflow, cap) for res, w in live]
-        self._fill()
+        touched = list(dict.fromkeys(r for res, _ in live for r in res))
+        slack = all(self._slack(r) for r in touched)
+        new = []
+        for res, w in live:
+            self.serials += 1
+            c = _Class(self.serials, flow, res, w, bytes_per_subflow, cap, self.now, rate=cap)
+            new.append(c)
+            for r in res:
+                self.on[r][c.serial] = c
+                self.load[r][cap] = self.load[r].get(cap, 0) + w
+        if slack and all(self._slack(r) for r in touched):
+            for c in new:
+                self._set_rate(c, cap)
+        else:
+            self._fill(touched)
 
     def next_completion(self) -> float:
-        times = [c.remaining / c.rate for c in self.classes if c.rate > 0]
-        return self.now + min(times) if times else math.inf
+        """The earliest finish time of a live class (inf if none moves)."""
+        heap = self.finishes
+        while heap and heap[0][0] != heap[0][2].finish:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
 
     def advance(self, t: float) -> list[int]:
-        """Move time to t; return flows whose last class finished."""
-        dt = t - self.now
+        """Move time to t; return flows whose last class finished. A class finishes when at most EPS_BYTES or
+        1e-12 s of its bytes are left: finish - t <= max(1e-12, EPS_BYTES / rate), which is below FINISH_SLACK_S
+        at any rate above 1 kB/s, so only heap entries up to t + FINISH_SLACK_S are examined."""
         self.now = t
-        done: list[int] = []
-        keep = []
-        for c in self.classes:
-            c.remaining -= c.rate * dt
-            if c.remaining <= EPS_BYTES or (c.rate > 0 and c.remaining / c.rate <= 1e-12):
-                self.pending[c.flow] -= 1
-                if self.pending[c.flow] == 0:
-                    del self.pending[c.flow]
-                    done.append(c.flow)
-            else:
-                keep.append(c)
-        if len(keep) != len(self.classes):
-            self.classes = keep
-            self._fill()
+        heap = self.finishes
+        if not heap or heap[0][0] > t + FINISH_SLACK_S:
+            return []
+        done, later = [], []
+        freed: dict[int, bool] = {}  # resource -> whether it had slack before its first class here finished
+        while heap and heap[0][0] <= t + FINISH_SLACK_S:
+            entry = heapq.heappop(heap)
+            c = entry[2]
+            if entry[0] != c.finish:
+                continue
+            left = c.remaining - c.rate * (t - c.since)
+            if left > EPS_BYTES and left / c.rate > 1e-12:
+                later.append(entry)
+                continue
+            c.finish = math.nan
+            for r in c.resources:
+                if r not in freed:
+                    freed[r] = self._slack(r)
+                del self.on[r][c.serial]
+                self.load[r][c.cap] -= c.weight
+                if not self.load[r][c.cap]:
+                    del self.load[r][c.cap]
+            self.pending[c.flow] -= 1
+            if self.pending[c.flow] == 0:
+                del self.pending[c.flow]
+                done.append(c.flow)
+        for entry in later:
+            heapq.heappush(heap, entry)
+        if not all(freed.values()) or not all(self._slack(r) for r in freed):
+            self._fill(list(freed))
         return done
 
-    def _capacities(self) -> list[float]:
-        """Each resource's capacity now: raw x goodput(subflows on it, their largest cap) where loss applies."""
-        capacity = list(self.capacity)
-        if not self.goodput:
-            return capacity
-        load: dict[int, list[float]] = {}
-        for c in self.classes:
-            for r in c.resources:
-                if r in self.goodput:
-                    entry = load.setdefault(r, [0.0, 0.0])
-                    entry[0] += c.weight
-                    entry[1] = max(entry[1], c.cap)
-        for r, (subflows, cap) in load.items():
-            capacity[r] *= self.goodput[r](subflows, cap)
-        return capacity
+    def _capacity(self, r: int) -> float:
+        """Resource r's capacity now: raw x goodput(subflows on it, their largest cap) where loss applies."""
+        load = self.load[r]
+        if r not in self.goodput or not load:
+            return self.capacity[r]
+        return self.capacity[r] * self.goodput[r](sum(load.values()), max(load))
 
-    def _fill(self) -> None:
-        """Progressive filling: raise all unfrozen subflow rates together; freeze those whose resource
-        saturates or whose cap is reached."""
-        residual = self._capacities()
-        unfrozen = list(self.classes)
+    def _slack(self, r: int) -> bool:
+        """Whether resource r carries less than its capacity (sum of weight x rate < capacity (1 - SATURATED)).
+        A change that leaves every resource it touches with slack before and after it leaves every other class's
+        rate max-min fair: their bottlenecks (saturated resources, caps) are untouched, and a new class runs at
+        its cap."""
+        return sum(c.weight * c.rate for c in self.on[r].values()) < self._capacity(r) * (1 - SATURATED)
+
+    def _component(self, seeds: list[int]) -> tuple[list[int], dict[int, _Class]]:
+        """Resources and live classes connected to `seeds` through classes crossing several resources."""
+        resources, seen, classes = list(seeds), set(seeds), {}
+        for r in resources:  # grows while it is walked
+            for serial, c in self.on[r].items():
+                if serial not in classes:
+                    classes[serial] = c
+                    for other in c.resources:
+                        if other not in seen:
+                            seen.add(other)
+                            resources.append(other)
+        return resources, classes
+
+    def _fill(self, seeds: list[int]) -> None:
+        """Max-min rates of the component of `seeds` by progressive filling: the level of all unfrozen subflows
+        rises until a resource saturates (the least residual / unfrozen subflows on it) or a subflow's cap is
+        reached (the least cap); those subflows freeze at the level. Each resource capacity is raw x
+        goodput(subflows on it, their largest cap) where loss applies."""
+        resources, classes = self._component(seeds)
+        now = self.now
+        weight = dict.fromkeys(resources, 0)
+        for c in classes.values():
+            c.remaining -= c.rate * (now - c.since)
+            c.since = now
+            for r in c.resources:
+                weight[r] += c.weight
+        residual = {r: self._capacity(r) for r in resources}
+        unfrozen = {c.serial: c for c in sorted(classes.values(), key=_by_cap)}
         while unfrozen:
-            weight: dict[int, float] = {}
-            for c in unfrozen:
-                for r in c.resources:
-                    weight[r] = weight.get(r, 0.0) + c.weight
-            level = min(c.cap for c in unfrozen)
-            tight = set()
+            least = next(iter(unfrozen.values()))
+            level, tight = least.cap, None
             for r, w in weight.items():
-                share = max(residual[r], 0.0) / w
-                if share < level - 1e-12 * level:
-                    level, tight = share, {r}
-                elif share <= level + 1e-12 * level:
-                    tight.add(r)
-            frozen = [c for c in unfrozen if c.cap <= level * (1 + 1e-12) or tight.intersection(c.resources)]
-            for c in frozen:
-                c.rate = level
+                if w and residual[r] < level * w:
+                    level, tight = max(residual[r], 0.0) / w, r
+            if tight is None:
+                batch = [c for c in unfrozen.values() if c.cap <= level]
+            else:
+                batch = [c for serial, c in self.on[tight].items() if serial in unfrozen]
+            for c in batch:
+                del unfrozen[c.serial]
                 for r in c.resources:
                     residual[r] -= c.weight * level
-            frozen_ids = {id(c) for c in frozen}
-            unfrozen = [c for c in unfrozen if id(c) not in frozen_ids]
+                    weight[r] -= c.weight
+                self._set_rate(c, level)
+
+    def _set_rate(self, c: _Class, rate: float) -> None:
+        """Class c moves at `rate` from now on; its finish time (now + remaining / rate) enters the finish heap."""
+        c.rate = rate
+        finish = self.now + c.remaining / rate if rate > 0 else math.inf
+        if finish != c.finish:
+            c.finish = finish
+            if rate > 0:
+                heapq.heappush(self.finishes, (finish, c.serial, c))
 
 
 class Fabric:
-    """The instance's links as network resources, routes between buildings and the ECMP hashing."""
+    """The instance's links as network resources and the routes between buildings."""
 
-    def __init__(self, topology: Topology, transports: dict[str, Transport], network: FluidNetwork,
-                 seed: int = SEED) -> None:
+    def __init__(self, topology: Topology, transports: dict[str, Transport], network: FluidNetwork) -> None:
         self.network = network
-        self.rng = np.random.default_rng(seed)
         self.links: dict[tuple[int, int], LinkModel] = {}
         index = {}
         for i, link in enumerate(topology.links):
             index[link.a, link.b], index[link.b, link.a] = (i, 1), (i, -1)
             transport = transports.get(f"{link.a}-{link.b}", link.transports[0])
-            goodput = partial(resource_goodput, link, transport) if link.loss_rate > 0 else None
-            count = 1 if transport is Transport.spray_selective_repeat else link.paths
+            capacity, goodput = _resource(link, transport)
             for d in (1, -1):
-                resources = [network.add_resource(resource_capacity(link, transport), goodput) for _ in range(count)]
-                self.links[i, d] = LinkModel(link, transport, resources)
+                self.links[i, d] = LinkModel(link, transport, network.add_resource(capacity, goodput))
         graph = topology.graph()
         paths = dict(nx.all_pairs_dijkstra_path(graph, weight="latency_s"))
         self.arcs: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -181,29 +262,13 @@ class Fabric:
                                                    for u, w in zip(hops, hops[1:], strict=False))
 
     def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
-        """Hash `subflows` connections src->dst onto paths of every link on the route (ECMP), or pool them
-        (spraying); returns (resources, subflows) per class. Counts the transfer and its subflows on each link."""
+        """The (resources, subflows) class of `subflows` connections src->dst: the route's link directions.
+        Counts the transfer and its subflows on each link."""
         arcs = self.arcs[src, dst]
         for arc in arcs:
             self.links[arc].transfers += 1
             self.links[arc].subflows += subflows
-        key = np.zeros(subflows, dtype=np.int64)
-        resources = [self.links[arc].resources for arc in arcs]
-        for options in resources:
-            if len(options) > 1:
-                key = key * len(options) + self.rng.integers(0, len(options), size=subflows)
-        codes, counts = np.unique(key, return_counts=True)
-        classes = []
-        for code, n in zip(codes.tolist(), counts.tolist(), strict=True):
-            chosen = []
-            for options in reversed(resources):
-                if len(options) > 1:
-                    code, pick = divmod(code, len(options))
-                    chosen.append(options[pick])
-                else:
-                    chosen.append(options[0])
-            classes.append((tuple(reversed(chosen)), n))
-        return classes
+        return [(tuple(self.links[arc].resource for arc in arcs), subflows)]
 
     def record(self, src: str, dst: str, nbytes: float, kind: str) -> None:
         """Account `nbytes` of `kind` ("pp" or "dp") on every link direction of the route."""
@@ -213,3 +278,17 @@ class Fabric:
                 model.pp_bytes += nbytes
             else:
                 model.dp_bytes += nbytes
+
+
+def _by_cap(c: _Class) -> tuple[float, int]:
+    """Sort key: least cap first, then the order classes started."""
+    return c.cap, c.serial
+
+
+def _resource(link: Link, transport: Transport) -> tuple[float, Goodput | None]:
+    """(raw capacity, goodput) of one direction of `link` (see the module docstring); goodput is memoised, as a
+    replay asks for the same (subflows, cap) pairs many times."""
+    if transport is not Transport.spray_selective_repeat and link.paths > 1:
+        return link.capacity_byte_s, cache(partial(link_efficiency, link, transport))
+    goodput = cache(partial(resource_goodput, link, transport)) if link.loss_rate > 0 else None
+    return resource_capacity(link, transport), goodput
