@@ -38,9 +38,9 @@ from scaleacross_milp.verify.workload import Workload, build_workload, mixes_lay
 TOLERANCE = 0.10
 """|residual| <= 10 % of the prediction. What both sides model alike still differs by: the cross-building DP
 phase of a chunk starts in the replay only once every layer of that chunk is reduced in every building (the MILP
-overlaps it with the last backward: up to +8 % on a one-stage job split over two buildings); the MILP's
-cross-building all-reduce volume at the average layers per stage and its ring of 2 latency steps vs 2(B-1) in the
-replay; ECMP collisions of the actually hashed connections vs the expected maximum load of cell_gpus flows;
+overlaps it with the last backward: up to +8 % on a one-stage job split over two buildings); the MILP's ring of 2
+latency steps vs 2(B-1) in the replay; ECMP's expected maximum load at the connections a link carries at each
+moment vs at the MILP's priced connection count;
 fair sharing of a link by concurrent flows vs its average load; per-chunk sends (v per microbatch) vs the MILP's
 two; max over ranks of (sync + optimizer) vs the MILP's sum of maxima. Measured residuals on the bundled and
 generated instances: -5.1 % .. +8.5 % (benchmarks/verify_instances.py)."""
