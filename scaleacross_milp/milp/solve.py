@@ -39,7 +39,10 @@ FIRST_NODES = 200
 Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
 longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
 NODE_GROWTH = 4
-LATE_PATTERN_SECONDS = 1.0
+RESCUE_SHARE = 0.05
+"""When the limit ends before any plan, pattern solves go on for at most this share of the limit past it."""
+RESCUE_MIN_SECONDS = 0.5
+"""... and each rescue pattern solve gets at least this long, so a plan comes back even under a tiny limit."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -180,8 +183,11 @@ class ShapeSearch:
     def incumbent(self) -> float:
         return math.inf if self.best is None else self.best.objective
 
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
     def remaining(self) -> float:
-        return self.limit - (time.perf_counter() - self.start)
+        return self.limit - self.elapsed()
 
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
@@ -239,6 +245,9 @@ class ShapeSearch:
 
     def run(self) -> None:
         for queue in [self.best_first(list(range(len(self.candidates)))), *self.spans()]:
+            if self.remaining() <= 0:
+                self.out_of_time = True
+                break
             i = next(queue, None)
             if i is not None and i not in self.patterns_tried:
                 self.try_patterns(i)
@@ -260,10 +269,21 @@ class ShapeSearch:
                     self.models.pop(i)
                 progressed = True
             nodes *= NODE_GROWTH
-        front = min(((b, i) for i, b in enumerate(self.bounds) if i not in self.closed), default=(math.inf, -1))
-        if self.best is None and self.out_of_time and not math.isinf(front[0]):
-            self.try_patterns(front[1], LATE_PATTERN_SECONDS)  # screening ate the time: the front's patterns run
+        if self.best is None and self.out_of_time:
+            self.rescue()
         self.models.clear()
+
+    def rescue(self) -> None:
+        """The limit ended without a plan (screening ate it): the patterns of the shapes in bound order, until one
+        gives a plan, while the time is within RESCUE_SHARE of the limit past it (at least one shape whose patterns
+        fit its buildings)."""
+        deadline = self.limit * (1 + RESCUE_SHARE)
+        for _, i in sorted((b, i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)):
+            if not any(pattern_cells(self.candidates[i][1], pattern) for pattern in Pattern):
+                continue
+            self.try_patterns(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
+            if self.best is not None or self.elapsed() >= deadline:
+                return
 
 
 def solve_instance(
