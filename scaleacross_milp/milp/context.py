@@ -14,7 +14,7 @@ from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 
 UNDERPRICE_BUDGET = 0.03
@@ -108,16 +108,35 @@ class ShapeContext:
             for transport in link.transports
         }
 
-    def stage_time_terms(self, j: int, k: str) -> tuple[float, float]:
-        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch: the fixed part is the
-        intra-building activation sends in and out, plus the embedding on stage 0 and the LM head on the last."""
-        gpu, p = self.gpu(k), self.shape.pp
-        fixed = 2 * gpu.p2p_intra_s if p > 1 else 0.0
+    def head_stage(self, option: ScheduleOption) -> int:
+        """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped
+        stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""
+        return 0 if option.schedule is Schedule.zb_v else self.shape.pp - 1
+
+    def head_options(self, j: int) -> list[int]:
+        """Indices of the schedule options whose LM head runs on stage j."""
+        return [o for o, option in enumerate(self.options) if self.head_stage(option) == j]
+
+    def stage_time_terms(self, j: int, k: str, option: ScheduleOption | None = None) -> tuple[float, float]:
+        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch under `option`: the fixed
+        part is the intra-building activation sends in and out, plus the embedding on stage 0 and the LM head on
+        `head_stage`; without an option, the largest fixed part over the shape's options (for big-M constants)."""
+        if option is None:
+            return max((self.stage_time_terms(j, k, o) for o in self.options), key=lambda terms: terms[1])
+        return self.gpu(k).layer.total_s, self.stage_fixed_s(j, k, j == self.head_stage(option))
+
+    def stage_fixed_s(self, j: int, k: str, head: bool) -> float:
+        """Fixed seconds of stage j in building k per microbatch: the intra-building sends in and out, the
+        embedding on stage 0, and the LM head and loss when `head`."""
+        gpu = self.gpu(k)
+        fixed = 2 * gpu.p2p_intra_s if self.shape.pp > 1 else 0.0
         if j == 0:
             fixed += gpu.first_stage_extra.total_s
-        if j == p - 1:
-            fixed += gpu.last_stage_extra.total_s
-        return gpu.layer.total_s, fixed
+        return fixed + (gpu.last_stage_extra.total_s if head else 0.0)
+
+    def stage_fixed_floor_s(self, j: int, k: str) -> float:
+        """The least fixed seconds of stage j in building k over the shape's schedule options."""
+        return min(self.stage_time_terms(j, k, o)[1] for o in self.options)
 
     @property
     def chunk_counts(self) -> list[int]:
