@@ -28,9 +28,9 @@ all-gather takes g[k,v]); prefetching hides the gathers behind compute only whil
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
 forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
     gather >= passes_v (n[j] g[k,v] + [j = 0] gE[k,v] + Hd[j] gH[k,v]) - ...,   cycle >= gather
-    gather0 >= n[j] g[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...   (tauF, p2p, eF: forward time of a
-    layer, an intra-building send and the embedding on the fastest GPU type; stage 0 has no head start; Hd1: the
-    head counts when its chunk is the stage's first, i.e. with one chunk per rank)
+    gather0 >= n[j] g[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...
+    (tauF, p2p, eF: forward time of a layer, an intra-building send and the embedding on the fastest GPU type;
+    stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank)
     T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc     minimise T
 """
 
