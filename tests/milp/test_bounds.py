@@ -183,7 +183,7 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     speed = max(two_halls.efficiency[0, t] for t in link.transports) * link.capacity_byte_s / GB
     per_chain = 2 * two_halls.costs.p2p_bytes / GB / speed
     gather, reduce = cross_volumes(two_halls, 0)
-    stage_gb = min(stage_grad_gb(two_halls, j, option.layer_granularity) for j in range(2))
+    stage_gb = min(stage_grad_gb(two_halls, j, option.layer_granularity, option) for j in range(2))
     latency = 2 * link.one_way_latency_s
 
     def split(stages: int) -> float:
