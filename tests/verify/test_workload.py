@@ -25,7 +25,9 @@ def test_dense_and_moe_stages_are_priced_apart(tiny):
     assert dense.dp_s < experts.dp_s and dense.all_gather_s < experts.all_gather_s
     assert dense.optimizer_s < experts.optimizer_s
     flat = [average.rank("A", r).stages[r] for r in (0, 1)]
-    assert flat[0].dp_s == flat[1].dp_s
+    gpu, variant = average.costs.per_gpu_type["h100"], resolved.variant
+    assert flat[0].dp_s - gpu.embedding_dp.dp_sync_s[variant] == pytest.approx(
+        flat[1].dp_s - gpu.head_dp.dp_sync_s[variant], rel=1e-12)
     assert dense.dp_s < flat[0].dp_s < experts.dp_s
 
 
@@ -38,12 +40,16 @@ def test_dp_sync_is_the_cost_models_curve_at_each_chunks_real_layers(tiny):
     layout = Layout(shape={"tp": 4, "pp": 2, "dp": 2, "micro_batch": 1, "microbatches": 4},
                     schedule=Schedule.interleaved, interleave=2, dp_mode=DPMode.ddp, stages=stages)
     work = build_workload(instance, resolve(instance, layout))
-    sync = work.costs.per_gpu_type["h100"].dp_intra[DPVariant(DPMode.ddp)]
+    gpu, variant = work.costs.per_gpu_type["h100"], DPVariant(DPMode.ddp)
+    sync = gpu.dp_intra[variant]
+    # virtual stage 0 also all-reduces the embedding's gradients, virtual stage 3 the LM head's, on their own
+    fixed = {0: gpu.embedding_dp.dp_sync_s[variant], 3: gpu.head_dp.dp_sync_s[variant]}
     for rank, layers in ((0, 30), (1, 2)):
-        chunks = work.rank("A", rank).stages.values()
-        assert [c.layers for c in chunks] == [layers // 2] * 2
-        assert all(c.dp_s == pytest.approx(sync.stage_s(layers // 2)) for c in chunks)
-        assert sum(c.dp_s for c in chunks) == pytest.approx(sync.stage_s(layers, chunks=2))
+        chunks = work.rank("A", rank).stages
+        assert [c.layers for c in chunks.values()] == [layers // 2] * 2
+        assert all(c.dp_s == pytest.approx(sync.stage_s(layers // 2) + fixed.get(s, 0.0)) for s, c in chunks.items())
+        assert sum(c.dp_s - fixed.get(s, 0.0) for s, c in chunks.items()) == pytest.approx(
+            sync.stage_s(layers, chunks=2))
     assert sync.stage_s(15) != pytest.approx(15 * sync.stage_s(1), rel=1e-3)  # a curve, not a per-layer rate
 
 
