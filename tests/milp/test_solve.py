@@ -57,15 +57,21 @@ def test_1f1b_two_stages_matches_the_textbook_makespan(tiny):
     assert first + last == 32
     c0 = first * costs.layer.total_s + costs.first_stage_extra.total_s + 2 * costs.p2p_intra_s
     c1 = last * costs.layer.total_s + costs.last_stage_extra.total_s + 2 * costs.p2p_intra_s
-    optimizer = max(first, last) * costs.optimizer_s_per_layer[DPVariant(DPMode.ddp)]
-    expected = 15 * max(c0, c1) + c0 + c1 + optimizer
+    ddp = DPVariant(DPMode.ddp)
+
+    def step(n0: int, n1: int) -> float:
+        """The slower stage's optimizer step: its layers, and the embedding (stage 0) or LM head (stage 1)."""
+        per_layer = costs.optimizer_s_per_layer[ddp]
+        return max(n0 * per_layer + costs.embedding_dp.optimizer_s[ddp],
+                   n1 * per_layer + costs.head_dp.optimizer_s[ddp])
+
+    expected = 15 * max(c0, c1) + c0 + c1 + step(first, last)
     assert plan.prediction.iteration_s == pytest.approx(expected, rel=1e-6)
     # No other split of the 32 layers does better (the head makes stage 1 heavier per layer count).
     for split in range(1, 32):
         a = split * costs.layer.total_s + costs.first_stage_extra.total_s + 2 * costs.p2p_intra_s
         b = (32 - split) * costs.layer.total_s + costs.last_stage_extra.total_s + 2 * costs.p2p_intra_s
-        opt = max(split, 32 - split) * costs.optimizer_s_per_layer[DPVariant(DPMode.ddp)]
-        assert 15 * max(a, b) + a + b + opt >= expected - 1e-9
+        assert 15 * max(a, b) + a + b + step(split, 32 - split) >= expected - 1e-9
 
 
 def test_pp_out_wins_when_gradients_cannot_cross(bundled):
