@@ -98,3 +98,31 @@ def test_zb_v_runs_the_lm_head_on_rank_0_with_the_embedding(tiny):
     # the head alone costs three quarters of the A100 rank's two layers: per-stage times that leave it on rank
     # p - 1 price rank 0 some 74 % low (issue 12's +72 %)
     assert a100.last_stage_extra.total_s > 0.7 * 2 * a100.layer.total_s
+
+
+@pytest.mark.parametrize(("schedule", "held"), [(Schedule.one_f_one_b, {0: {0: "embedding"}, 1: {1: "head"}}),
+                                               (Schedule.zb_v, {0: {0: "embedding", 3: "head"}, 1: {}})])
+def test_the_embedding_and_head_stages_sync_gather_and_step_their_parameters(tiny, schedule, held):
+    # PP2 under FSDP, 16 + 16 layers: the virtual stage holding the embedding (0) and the one holding the LM head
+    # (the last) add their own DP sync, all-gather and optimizer step to their layers'. Under 1F1B they are the
+    # two ranks; ZB-V's V map runs the last virtual stage (3) on rank 0 next to virtual stage 0, so rank 0 steps
+    # its 16 layers, the embedding and the head, and rank 1 only its 16 layers.
+    instance = tiny(buildings=[{"name": "A", "gpus": 64, "gpu_type": "h100"}])
+    layout = Layout(shape={"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 8},
+                    schedule=schedule, dp_mode=DPMode.fsdp)
+    work = build_workload(instance, resolve(instance, layout))
+    gpu, variant = work.costs.per_gpu_type["h100"], DPVariant(DPMode.fsdp)
+    tables = {"embedding": gpu.embedding_dp, "head": gpu.head_dp}
+    for rank, fixed in held.items():
+        stages = work.rank("A", rank).stages
+        for s, stage in stages.items():
+            extra = [tables[fixed[s]]] if s in fixed else []
+            layers = stage.layers
+            assert stage.optimizer_s == pytest.approx(
+                layers * gpu.optimizer_s_per_layer[variant] + sum(f.optimizer_s[variant] for f in extra), rel=1e-12)
+            assert stage.all_gather_s == pytest.approx(
+                layers * gpu.gather_s_per_layer[variant] + sum(f.gather_s[variant] for f in extra), rel=1e-12)
+            assert stage.dp_s == pytest.approx(
+                layers * gpu.dp_intra[variant].layer_s + sum(f.dp_sync_s[variant] for f in extra), rel=1e-12)
+        assert sum(stage.layers for stage in stages.values()) == 16
+        assert all(tables[name].optimizer_s[variant] > 0 for name in fixed.values())
