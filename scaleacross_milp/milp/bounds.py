@@ -16,8 +16,8 @@ so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S
 with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
 holds at least the option's granularity g_o of layers).
 The shape's bound is the minimum over admissible pairs. Fixed stage times e[j,k] put the LM head on the stage the
-option runs it on (`ShapeContext.head_stage`: stage 0 under ZB-V's V map); a floor that no option fixes takes the
-least over the options' head stages.
+option runs it on (`ShapeContext.head_stage`: stage 0 under ZB-V's V map) with the option's sends; a floor takes
+the least over the options with the same head stage, or over every option where none is fixed.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from scaleacross_milp.spec.search import DPMode
 def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[float, int, tuple[float, float, float]]]:
     """(tau_t, a_t, (e_first, e_mid, e_last)) per GPU layer time tau_1 < tau_2 < ...: at most a_t = floor(cells in
     buildings with tau <= tau_t / D) stages avoid every slower type; e_* are the smallest fixed stage times of the
-    type's buildings for stage 0, a stage between, and the last stage with the LM head on stage `head`
-    (`ShapeContext.head_stage`), or the smallest over the options without one."""
+    type's buildings for stage 0, a stage between, and the last stage, least over the options that run the LM
+    head on stage `head` (`ShapeContext.head_stage`), or over every option without one."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
     positions = (0, min(1, p - 1), p - 1)
     room: dict[float, int] = {}
@@ -47,8 +47,7 @@ def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[floa
     for k in ctx.buildings:
         tau = ctx.gpu(k).layer.total_s
         room[tau] = room.get(tau, 0) + ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus
-        here = tuple(ctx.stage_fixed_floor_s(j, k) if head is None else ctx.stage_fixed_s(j, k, j == head)
-                     for j in positions)
+        here = tuple(ctx.stage_fixed_floor_s(j, k, head) for j in positions)
         fixed[tau] = tuple(map(min, zip(fixed.get(tau, here), here, strict=True)))
     groups, held = [], 0
     for tau in sorted(room):
@@ -134,7 +133,7 @@ def stage_floors_s(ctx: ShapeContext, head: int | None = None) -> tuple[float, f
         return min(total for total, _ in floors), min(cycle for _, cycle in floors)
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
-    fixed = [min(ctx.stage_fixed_s(j, k, j == head) for k in ctx.buildings) for j in range(p)]
+    fixed = [min(ctx.stage_fixed_floor_s(j, k, head) for k in ctx.buildings) for j in range(p)]
     total = layers * tau + sum(fixed)
     return total, max(total / p, cycle_floor_s(ctx, head))
 

@@ -118,25 +118,41 @@ class ShapeContext:
         return [o for o, option in enumerate(self.options) if self.head_stage(option) == j]
 
     def stage_time_terms(self, j: int, k: str, option: ScheduleOption | None = None) -> tuple[float, float]:
-        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch under `option`: the fixed
-        part is the intra-building activation sends in and out, plus the embedding on stage 0 and the LM head on
-        `head_stage`; without an option, the largest fixed part over the shape's options (for big-M constants)."""
+        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch under `option`
+        (`stage_fixed_s`); without an option, the largest fixed part over the shape's options (for big-M
+        constants)."""
         if option is None:
-            return max((self.stage_time_terms(j, k, o) for o in self.options), key=lambda terms: terms[1])
-        return self.gpu(k).layer.total_s, self.stage_fixed_s(j, k, j == self.head_stage(option))
+            return self.gpu(k).layer.total_s, max(self.stage_fixed_s(j, k, o) for o in self.options)
+        return self.gpu(k).layer.total_s, self.stage_fixed_s(j, k, option)
 
-    def stage_fixed_s(self, j: int, k: str, head: bool) -> float:
-        """Fixed seconds of stage j in building k per microbatch: the intra-building sends in and out, the
-        embedding on stage 0, and the LM head and loss when `head`."""
+    def stage_sends(self, j: int, option: ScheduleOption) -> int:
+        """Sends stage (rank) j makes per microbatch under `option`, each occupying it for one intra-building send:
+        the forward of each of its virtual stages but the last and the backward of each but virtual stage 0, when
+        the neighbouring virtual stage runs on another rank (loop map: virtual stage s on rank s mod p; ZB-V's V
+        map: s on rank s for s < p, 2p - 1 - s above). 1F1B: 1 on the end ranks, 2 between; ZB-V: 2 on the end
+        ranks, 4 between."""
+        p = self.shape.pp
+        stages = p * option.chunks
+
+        def rank(s: int) -> int:
+            return (s if s < p else 2 * p - 1 - s) if option.schedule is Schedule.zb_v else s % p
+
+        return sum((s < stages - 1 and rank(s + 1) != j) + (s > 0 and rank(s - 1) != j)
+                   for s in range(stages) if rank(s) == j)
+
+    def stage_fixed_s(self, j: int, k: str, option: ScheduleOption) -> float:
+        """Fixed seconds of stage j in building k per microbatch under `option`: its intra-building sends
+        (`stage_sends`), the embedding on stage 0, and the LM head and loss on `head_stage`."""
         gpu = self.gpu(k)
-        fixed = 2 * gpu.p2p_intra_s if self.shape.pp > 1 else 0.0
+        fixed = self.stage_sends(j, option) * gpu.p2p_intra_s
         if j == 0:
             fixed += gpu.first_stage_extra.total_s
-        return fixed + (gpu.last_stage_extra.total_s if head else 0.0)
+        return fixed + (gpu.last_stage_extra.total_s if j == self.head_stage(option) else 0.0)
 
-    def stage_fixed_floor_s(self, j: int, k: str) -> float:
-        """The least fixed seconds of stage j in building k over the shape's schedule options."""
-        return min(self.stage_time_terms(j, k, o)[1] for o in self.options)
+    def stage_fixed_floor_s(self, j: int, k: str, head: int | None = None) -> float:
+        """The least fixed seconds of stage j in building k over the shape's schedule options (those running the
+        LM head on stage `head`, when given)."""
+        return min(self.stage_fixed_s(j, k, o) for o in self.options if head is None or self.head_stage(o) == head)
 
     @property
     def chunk_counts(self) -> list[int]:

@@ -84,7 +84,7 @@ def test_dp_overlap_is_stage_0_s_op_that_finalises_its_gradients(tiny, schedule,
     m = priced(ctx, {(0, "A"): 4, (1, "A"): 4}, [16, 16])
     gpu = ctx.gpu("A")
     layer, first = gpu.layer, gpu.first_stage_extra
-    stage0 = 16 * layer.total_s + first.total_s + 2 * gpu.p2p_intra_s
+    stage0 = 16 * layer.total_s + first.total_s + gpu.p2p_intra_s  # rank 0 sends forwards only
     share = {"IW": layer.backward_input_s + layer.backward_weight_s, "W": layer.backward_weight_s}[final]
     # the MILP's curve of IntraDPSync.stage_s, plus the slower of the two stages' own collectives of the embedding
     # (stage 0) and LM head (stage 1)

@@ -14,7 +14,7 @@ chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP
 (a condition is left out when it cannot fail: one GPU type, one variant, curves equal over chunk counts).
 Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
     opt >= n[j] o[k,v] + [j = 0] oE[k,v] + Hd[j] oH[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),
-    opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `head.head_on`)
+    opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `chosen.head_on`)
 DP synchronisation is hierarchical (inside buildings, then across); the last backward op of stage 0 hides part of
 it, layer by layer as its gradients become final (rho_o: that op's share of a stage's time under schedule o, the
 fused backward I + W, or W alone in zero-bubble schedules). Stage 0's cross-building part starts only once its
@@ -44,8 +44,8 @@ from scaleacross_milp.calibration.piecewise import Breakpoints
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
-from scaleacross_milp.milp.formulation.head import head_on
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
 from scaleacross_milp.spec.search import DPMode, Schedule
 
@@ -61,7 +61,7 @@ Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
 def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, gpu_type: str, cost: Cost,
                  head_where: Callable[[ScheduleOption], bool] | None = None) -> list[tuple[list[float], object]]:
     """`choice_lower_bounds` terms over the variants of stage j's fixed parameters on `gpu_type`: the embedding's
-    `cost` on stage 0 and the LM head's times H[j] (`head.head_on`, over the options `head_where` admits)."""
+    `cost` on stage 0 and the LM head's times H[j] (`chosen.head_on`, over the options `head_where` admits)."""
     gpu = ctx.costs.per_gpu_type[gpu_type]
     terms: list[tuple[list[float], object]] = []
     if j == 0:

@@ -3,7 +3,7 @@
     act[j]   >= n[j] a inflight_o(j) - M (1 - u[o])           a: activation GB per layer per microbatch
     state[j] >= n[j] s_v + f_v(j) + l_v H[j] - M (1 - w[v])   s_v: weights+grads+optimizer GB per layer, f_v(j)
                                                               FSDP buffers + embedding (stage 0), l_v the LM head
-                                                              and logits on the stage H[j] of `head` runs it on
+                                                              and logits on the stage H[j] of `chosen` runs it on
     act[j] + state[j] <= HBM_k + M (1 - y[j,k])                for every building k that may hold stage j
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
-from scaleacross_milp.milp.formulation.head import head_on
 
 GB = 1e9
 
