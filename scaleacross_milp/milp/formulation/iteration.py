@@ -6,8 +6,8 @@ chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP
 (`piecewise`: affine, LP epigraph or incremental binaries, chosen per curve, one binary system per stage):
     dpi >= f_{g,v,c}(n[j]) + F_{g,v,o}(j) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o in O_c} u[o])
     (slowest holder; F: the embedding's own collective on stage 0, the LM head's on the option's head stage
-    (`ShapeContext.head_stage`, stage 0 under ZB-V), GPUCosts.embedding_dp / head_dp; O_c the options giving one
-    curve)
+    (`ShapeContext.head_stage`) with one chunk per rank (`_stage_curves`), GPUCosts.embedding_dp / head_dp; O_c
+    the options giving one curve)
     H[j,g] >= y[j,k] for the buildings k of GPU type g,  0 <= H <= 1   (H = 1 when a building of type g holds j)
     dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{g,v,c} f; every stage is held somewhere)
 (stage 0's rows bound dpi0 instead, and dpi >= dpi0).
@@ -104,12 +104,17 @@ def _stage_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant, j: int) 
                                                                                                 Breakpoints]]:
     """(options, curve) per distinct intra-building DP curve of stage j over the schedule options: the variant's
     curve at the option's chunks (`ShapeContext.dp_sync_curve`), raised by the embedding's own collective on
-    stage 0 and the LM head's on the option's head stage; options None when every option gives the same curve."""
+    stage 0 (its chunk, virtual stage 0, is the last of rank 0 to finish its backward) and, with one chunk per
+    rank, the LM head's on the option's head stage; with more, the head's chunk finishes its backward before the
+    rank's chunk 0 (ZB-V: virtual stage 2p - 1 on rank 0; interleaving: the last chunk of rank p - 1, whose
+    backward runs first), so its collective runs behind that chunk's backward, as the replay runs it. Options None
+    when every option gives the same curve."""
     gpu = ctx.costs.per_gpu_type[gpu_type]
     groups: dict[Breakpoints, list[int]] = {}
     for o, option in enumerate(ctx.options):
+        head = j == ctx.head_stage(option) and option.chunks == 1
         lift = ((gpu.embedding_dp.dp_sync_s[variant] if j == 0 else 0.0)
-                + (gpu.head_dp.dp_sync_s[variant] if j == ctx.head_stage(option) else 0.0))
+                + (gpu.head_dp.dp_sync_s[variant] if head else 0.0))
         curve = ctx.dp_sync_curve(gpu_type, variant, option.chunks)
         groups.setdefault(Breakpoints(curve.x, tuple(y + lift for y in curve.y), curve.convex), []).append(o)
     if len(groups) == 1:
