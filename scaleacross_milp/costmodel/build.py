@@ -11,6 +11,8 @@ Per GPU of a stage cell, one microbatch:
   LM head + loss head FLOPs + compute.LOGIT_BYTES per logit (fused 6 each way, eager 14 forward, 22 backward)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
   optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
+  embedding / head DP  the layers' DP sync, all-gather and optimizer formulas at V*h/tp dense parameters
+                 (GPUCosts.embedding_dp, head_dp)
 Collectives (TP / CP / EP, p2p, intra-building DP) are priced by the instance's calibrated profile
 (`collective_profile`, default: the bundled default) when the profile's GPU model is a token of the GPU type's
 name ("H100" matches "h100-sxm"), with AlphaBetaModel.from_gpu for what the profile does not measure; any other
@@ -32,7 +34,7 @@ from scaleacross_milp.costmodel.comm import (
     group_tier,
     tp_comm,
 )
-from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts
+from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes, ShapeCosts
 from scaleacross_milp.costmodel.dp import IntraDPSync
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.instance import Instance
@@ -144,23 +146,13 @@ def _gpu_costs(
 
     params = memory.average_layer_params(model)
     d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
-    g, o = training.grad_bytes_per_param, training.optimizer_bytes_per_param
-    optimizer: dict[DPVariant, float] = {}
-    dp_intra: dict[DPVariant, IntraDPSync] = {}
-    gather: dict[DPVariant, float] = {}
+    g = training.grad_bytes_per_param
     # buildings of the type that price a collective alike, once each
     buildings = tuple({(bd.gpus, bd.pod_gpus, bd.oversubscription): bd
                        for bd in instance.topology.buildings if bd.gpu_type == gpu_name}.values())
-    for v in variants:
-        if v.mode is DPMode.ddp:
-            owned = d_gpu + e_gpu
-        else:
-            nd, ne = memory.shard_groups(shape, v)
-            owned = d_gpu / nd + e_gpu / ne
-        optimizer[v] = compute.memory_time_s(owned * (2 * beta + g + 2 * o), gpu)
-        dp_intra[v] = IntraDPSync(comm, shape, buildings, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
-        # an all-gather moves what a reduce-scatter does
-        gather[v] = 0.0 if v.mode is DPMode.ddp else dp_intra[v].collective_s(d_gpu * beta, e_gpu * beta)
+    dp_intra = {v: IntraDPSync(comm, shape, buildings, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
+                for v in variants}
+    layers = _param_dp_costs(shape, training, gpu, dp_intra, d_gpu, e_gpu)
     return GPUCosts(
         layer=layer,
         tp_cp_comm=tp_cp,
@@ -169,10 +161,32 @@ def _gpu_costs(
         last_stage_extra=last,
         p2p_intra_s=p2p,
         hbm_usable_bytes=gpu.hbm_gib * 2**30 * gpu.usable_hbm_fraction,
-        optimizer_s_per_layer=optimizer,
-        gather_s_per_layer=gather,
+        optimizer_s_per_layer=layers.optimizer_s,
+        gather_s_per_layer=layers.gather_s,
         dp_intra=dp_intra,
+        embedding_dp=_param_dp_costs(shape, training, gpu, dp_intra, memory.embedding_params(model) / shape.tp, 0.0),
+        head_dp=_param_dp_costs(shape, training, gpu, dp_intra, memory.head_params(model, shape.pp) / shape.tp, 0.0),
     )
+
+
+def _param_dp_costs(shape: Shape, training: Training, gpu: GPUType, dp_intra: dict[DPVariant, IntraDPSync],
+                    dense_gpu: float, expert_gpu: float) -> FixedParamCosts:
+    """Per variant, for `dense_gpu` dense and `expert_gpu` expert parameters on one GPU (module docstring):
+    their gradients' intra-building collective t(D g, E g), one all-gather t(D beta, E beta) of the parameters
+    (an all-gather moves what a reduce-scatter does; none under DDP) and the optimizer step over the owned share
+    (all under DDP, D / N_d + E / N_e sharded)."""
+    beta, g, o = training.bytes_per_element, training.grad_bytes_per_param, training.optimizer_bytes_per_param
+    sync, gather, optimizer = {}, {}, {}
+    for v, intra in dp_intra.items():
+        if v.mode is DPMode.ddp:
+            owned = dense_gpu + expert_gpu
+        else:
+            nd, ne = memory.shard_groups(shape, v)
+            owned = dense_gpu / nd + expert_gpu / ne
+        optimizer[v] = compute.memory_time_s(owned * (2 * beta + g + 2 * o), gpu)
+        sync[v] = intra.collective_s(dense_gpu * g, expert_gpu * g)
+        gather[v] = 0.0 if v.mode is DPMode.ddp else intra.collective_s(dense_gpu * beta, expert_gpu * beta)
+    return FixedParamCosts(sync, gather, optimizer)
 
 
 def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> ShapeCosts:

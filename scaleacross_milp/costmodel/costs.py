@@ -43,6 +43,18 @@ class OpTimes:
 
 
 @dataclass(frozen=True)
+class FixedParamCosts:
+    """Per-step DP costs on one GPU, under each variant, of parameters a stage holds whatever its layers (the
+    embedding on virtual stage 0, the LM head on the last virtual stage), priced with the layers' formulas at
+    their size (V*h / tp): their gradients reduced inside the building as one collective of their own, one
+    all-gather of their parameters (FSDP / HSDP; 0 for DDP) and their optimizer step."""
+
+    dp_sync_s: dict[DPVariant, float]
+    gather_s: dict[DPVariant, float]
+    optimizer_s: dict[DPVariant, float]
+
+
+@dataclass(frozen=True)
 class GPUCosts:
     """One shape priced on one GPU type (and that building's fabric)."""
 
@@ -70,6 +82,10 @@ class GPUCosts:
     function of a stage's layers (`IntraDPSync.stage_s`: one collective over a
     chunk's whole gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP; hierarchical
     algorithms; pods and oversubscription of the type's buildings)."""
+    embedding_dp: FixedParamCosts
+    """DP sync, all-gather and optimizer step of the embedding (virtual stage 0)."""
+    head_dp: FixedParamCosts
+    """The same for the LM head (the last virtual stage)."""
 
     @property
     def layer_comm_s(self) -> float:

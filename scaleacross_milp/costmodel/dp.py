@@ -16,6 +16,8 @@ dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the G
                  MILP bounds by the comm stream
   HSDP           per-layer units, the reduce-scatter over the shard group (inside the building): n t(d, e);
                  the cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
+The embedding and LM head are reduced in a collective of their own, t(V h g / tp, 0), on top of the stage's
+(GPUCosts.embedding_dp / head_dp, built with `IntraDPSync.collective_s`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S
     T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [... - rho min(c, S)] + dpi_v),
 with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
 holds at least the option's granularity g_o of layers).
-The shape's bound is the minimum over admissible pairs.
+The shape's bound is the minimum over admissible pairs. Fixed stage times e[j,k] put the LM head on the stage the
+option runs it on (`ShapeContext.head_stage`: stage 0 under ZB-V's V map) with the option's sends; a floor takes
+the least over the options with the same head stage, or over every option where none is fixed.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_g
 from scaleacross_milp.spec.search import DPMode
 
 
-def _speed_groups(ctx: ShapeContext) -> list[tuple[float, int, tuple[float, float, float]]]:
+def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[float, int, tuple[float, float, float]]]:
     """(tau_t, a_t, (e_first, e_mid, e_last)) per GPU layer time tau_1 < tau_2 < ...: at most a_t = floor(cells in
     buildings with tau <= tau_t / D) stages avoid every slower type; e_* are the smallest fixed stage times of the
-    type's buildings for stage 0, a stage between, and the last stage."""
+    type's buildings for stage 0, a stage between, and the last stage, least over the options that run the LM
+    head on stage `head` (`ShapeContext.head_stage`), or over every option without one."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
     positions = (0, min(1, p - 1), p - 1)
     room: dict[float, int] = {}
@@ -44,7 +47,7 @@ def _speed_groups(ctx: ShapeContext) -> list[tuple[float, int, tuple[float, floa
     for k in ctx.buildings:
         tau = ctx.gpu(k).layer.total_s
         room[tau] = room.get(tau, 0) + ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus
-        here = tuple(ctx.stage_time_terms(j, k)[1] for j in positions)
+        here = tuple(ctx.stage_fixed_floor_s(j, k, head) for j in positions)
         fixed[tau] = tuple(map(min, zip(fixed.get(tau, here), here, strict=True)))
     groups, held = [], 0
     for tau in sorted(room):
@@ -68,7 +71,7 @@ def _middle_counts(prefix: list[int], stages: int) -> list[list[int]]:
 
 
 def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, grain: int = 1,
-                   rooms: np.ndarray | None = None) -> np.ndarray:
+                   rooms: np.ndarray | None = None, head: int | None = None) -> np.ndarray:
     """c0 (one value), or c(n0) for each given layer count n0 of stage 0: no cycle is shorter.
 
     At cycle c a stage with fixed time e on a GPU type with layer time tau holds at most
@@ -79,11 +82,12 @@ def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, gr
     stages' classes are enumerated and the p - 2 stages between fill the limits they leave. c0 is the smallest c at
     which the capacities reach L; with stage 0 fixed at n0 layers, c(n0) is the smallest c >= min_t(tau_t n0 +
     e_first,t) at which the others reach L - n0. A stage j also holds at most `rooms`[j] layers (what fits in HBM,
-    `stage_rooms`), so the stages between hold at most sum_j min(cap_fastest(c), rooms[j]) as well.
+    `stage_rooms`), so the stages between hold at most sum_j min(cap_fastest(c), rooms[j]) as well. Fixed times
+    have the LM head on `head` (`_speed_groups`).
     """
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
-    groups = [g for g in _speed_groups(ctx) if g[1] > 0]
+    groups = [g for g in _speed_groups(ctx, head) if g[1] > 0]
     if not groups:
         return np.full(1 if first_layers is None else len(first_layers), math.inf)
     candidates = np.unique(np.concatenate([
@@ -119,18 +123,30 @@ def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, gr
     return np.where(holds.any(axis=1), candidates[np.argmax(holds, axis=1)], math.inf)
 
 
-def cycle_floor_s(ctx: ShapeContext) -> float:
-    """c0 of `cycle_floors_s`, at the finest layer granularity among the shape's schedule options."""
-    return float(cycle_floors_s(ctx, grain=min(o.layer_granularity for o in ctx.options))[0])
+def head_stages(ctx: ShapeContext) -> list[int]:
+    """The stages the shape's schedule options run the LM head on."""
+    return sorted({ctx.head_stage(o) for o in ctx.options})
 
 
-def stage_floors_s(ctx: ShapeContext) -> tuple[float, float]:
-    """(S, c0): the smallest sum of per-microbatch stage times, and the smallest cycle."""
+def cycle_floor_s(ctx: ShapeContext, head: int | None = None) -> float:
+    """c0 of `cycle_floors_s`, at the finest layer granularity among the shape's schedule options, with the LM head
+    on stage `head` (the least over the options' head stages without one)."""
+    if head is None:
+        return min(cycle_floor_s(ctx, h) for h in head_stages(ctx))
+    return float(cycle_floors_s(ctx, grain=min(o.layer_granularity for o in ctx.options), head=head)[0])
+
+
+def stage_floors_s(ctx: ShapeContext, head: int | None = None) -> tuple[float, float]:
+    """(S, c0): the smallest sum of per-microbatch stage times, and the smallest cycle, with the LM head on stage
+    `head` (the least over the options' head stages without one)."""
+    if head is None:
+        floors = [stage_floors_s(ctx, h) for h in head_stages(ctx)]
+        return min(total for total, _ in floors), min(cycle for _, cycle in floors)
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
-    fixed = [min(ctx.stage_time_terms(j, k)[1] for k in ctx.buildings) for j in range(p)]
+    fixed = [min(ctx.stage_fixed_floor_s(j, k, head) for k in ctx.buildings) for j in range(p)]
     total = layers * tau + sum(fixed)
-    return total, max(total / p, cycle_floor_s(ctx))
+    return total, max(total / p, cycle_floor_s(ctx, head))
 
 
 def pipeline_floor_s(mb: int, beta: float, rho: float, total: float, cycle: float) -> float:
@@ -144,9 +160,10 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     mb, most = ctx.shape.microbatches, math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
     types = [ctx.gpu(k) for k in ctx.buildings]
     rho, layer = ctx.backward_share, ctx.gpu(ctx.buildings[0]).layer
-    total, cycle = stage_floors_s(ctx)
+    floors = {h: stage_floors_s(ctx, h) for h in head_stages(ctx)}
     best = math.inf
     for option, variant in pairs:
+        total, cycle = floors[ctx.head_stage(option)]
         dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
         opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
@@ -196,7 +213,7 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
                               for k in ctx.buildings), reverse=True))
     needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
     gather, reduce = cross_volumes(ctx, ctx.variants.index(variant))
-    stage_gb = min(stage_grad_gb(ctx, j, option.layer_granularity) for j in range(p))
+    stage_gb = min(stage_grad_gb(ctx, j, option.layer_granularity, option) for j in range(p))
     into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
     lam = 2 * min(routes.latency_s.values())
     alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []
@@ -207,29 +224,30 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     return alternatives
 
 
-def _position_groups(ctx: ShapeContext) -> tuple[np.ndarray, np.ndarray]:
+def _position_groups(ctx: ShapeContext, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(tau, e) per GPU type t and stage j, shapes (types, 1) and (types, p): the layer time and the smallest fixed
-    stage time for j's position (first, between, last) on type t."""
+    stage time with the LM head on stage `head` (over the options without one) for j's position (first, between,
+    last) on type t."""
     p = ctx.shape.pp
     positions = [0] + [1] * max(p - 2, 0) + ([2] if p > 1 else [])
-    groups = _speed_groups(ctx)
+    groups = _speed_groups(ctx, head)
     tau = np.array([[t] for t, _, _ in groups])
     return tau, np.array([[fixed[q] for q in positions] for _, _, fixed in groups])
 
 
-def layer_caps(ctx: ShapeContext, cycles: np.ndarray) -> np.ndarray:
+def layer_caps(ctx: ShapeContext, cycles: np.ndarray, head: int | None = None) -> np.ndarray:
     """Most layers stage j can hold when the cycle is at most cycles[i]: Cst[j] = tau_k n[j] + e[j,k] <= cycle on
     the best GPU type for j's position (first, between, last), i.e. max_t floor((c - e_t) / tau_t); shape (N, p)."""
-    tau, fixed = _position_groups(ctx)
+    tau, fixed = _position_groups(ctx, head)
     c = np.asarray(cycles, dtype=float)[:, None, None]
     return np.max(np.floor((c - fixed[None]) / tau[None] + 1e-9), axis=1)
 
 
-def next_cap_change(ctx: ShapeContext, cycles: np.ndarray) -> np.ndarray:
+def next_cap_change(ctx: ShapeContext, cycles: np.ndarray, head: int | None = None) -> np.ndarray:
     """The smallest cycle above each cycles[i] at which some `layer_caps` entry grows: min over stages j and types t
     of e_t + tau_t (cap_j + 1). The caps are constant on [cycles[i], next_cap_change)."""
-    tau, fixed = _position_groups(ctx)
-    caps = layer_caps(ctx, cycles)
+    tau, fixed = _position_groups(ctx, head)
+    caps = layer_caps(ctx, cycles, head)
     return np.min(fixed[None] + tau[None] * (caps[:, None, :] + 1), axis=(1, 2))
 
 
@@ -288,7 +306,8 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     of c_i on all of [c_i, c_{i+1}), so P >= min( min_{i < K} f(c_i) + F(n0, caps(c_i)), f(c_K) + F(n0, no caps) ),
     K = CYCLE_STEPS."""
     mb, grain = ctx.shape.microbatches, option.layer_granularity
-    total, _ = stage_floors_s(ctx)
+    head = ctx.head_stage(option)
+    total, _ = stage_floors_s(ctx, head)
     beta = option.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer)
 
     def pipeline(c: np.ndarray) -> np.ndarray:
@@ -301,8 +320,8 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     n = len(cycles)
     steps = [np.asarray(cycles, dtype=float)]
     for _ in range(CYCLE_STEPS):
-        steps.append(next_cap_change(ctx, steps[-1]))
-    caps = np.vstack([layer_caps(ctx, c) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
+        steps.append(next_cap_change(ctx, steps[-1], head))
+    caps = np.vstack([layer_caps(ctx, c, head) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
     floors = first_gather_floors_s(ctx, np.tile(first_layers, CYCLE_STEPS + 1), gather, grain, rooms, caps)
     return np.min([pipeline(c) + floors[i * n:(i + 1) * n] for i, c in enumerate(steps)], axis=0)
 
@@ -318,7 +337,7 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
     p, layers, rho = ctx.shape.pp, ctx.instance.model_spec.layers, ctx.backward_share
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
-    e_first = min(ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
+    e_first = min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings)
     best = math.inf
     for option, variant in pairs:
         grain = option.layer_granularity
@@ -327,7 +346,8 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
         rooms = stage_rooms(ctx, option, variant)
         largest = np.maximum(n0, rest)
-        c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms), gather_passes(variant.mode) * largest * gather)
+        c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms, ctx.head_stage(option)),
+                       gather_passes(variant.mode) * largest * gather)
         dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         exposed = dpi - rho * (tau * n0 + e_first)
@@ -345,11 +365,12 @@ def fits_capacity(ctx: ShapeContext) -> bool:
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:
-    """(fixed bytes, bytes per layer) one GPU of each stage needs under a schedule option and DP variant."""
+    """(fixed bytes, bytes per layer) one GPU of each stage needs under a schedule option and DP variant (the LM
+    head's states and logits on the option's head stage)."""
     costs, p = ctx.costs, ctx.shape.pp
     fixed = np.full(p, costs.stage_fixed_bytes.get(variant, 0.0))
     fixed[0] += costs.first_stage_fixed_bytes[variant]
-    fixed[p - 1] += costs.last_stage_fixed_bytes[variant]
+    fixed[ctx.head_stage(option)] += costs.last_stage_fixed_bytes[variant]
     inflight = np.array([option.inflight_microbatches(p, j, ctx.shape.microbatches) for j in range(p)])
     return fixed, costs.activation_bytes_per_layer * inflight + costs.layer_state_bytes[variant]
 

@@ -14,7 +14,7 @@ from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 
 UNDERPRICE_BUDGET = 0.03
@@ -108,16 +108,51 @@ class ShapeContext:
             for transport in link.transports
         }
 
-    def stage_time_terms(self, j: int, k: str) -> tuple[float, float]:
-        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch: the fixed part is the
-        intra-building activation sends in and out, plus the embedding on stage 0 and the LM head on the last."""
-        gpu, p = self.gpu(k), self.shape.pp
-        fixed = 2 * gpu.p2p_intra_s if p > 1 else 0.0
+    def head_stage(self, option: ScheduleOption) -> int:
+        """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped
+        stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""
+        return 0 if option.schedule is Schedule.zb_v else self.shape.pp - 1
+
+    def head_options(self, j: int) -> list[int]:
+        """Indices of the schedule options whose LM head runs on stage j."""
+        return [o for o, option in enumerate(self.options) if self.head_stage(option) == j]
+
+    def stage_time_terms(self, j: int, k: str, option: ScheduleOption | None = None) -> tuple[float, float]:
+        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch under `option`
+        (`stage_fixed_s`); without an option, the largest fixed part over the shape's options (for big-M
+        constants)."""
+        if option is None:
+            return self.gpu(k).layer.total_s, max(self.stage_fixed_s(j, k, o) for o in self.options)
+        return self.gpu(k).layer.total_s, self.stage_fixed_s(j, k, option)
+
+    def stage_sends(self, j: int, option: ScheduleOption) -> int:
+        """Sends stage (rank) j makes per microbatch under `option`, each occupying it for one intra-building send:
+        the forward of each of its virtual stages but the last and the backward of each but virtual stage 0, when
+        the neighbouring virtual stage runs on another rank (loop map: virtual stage s on rank s mod p; ZB-V's V
+        map: s on rank s for s < p, 2p - 1 - s above). 1F1B: 1 on the end ranks, 2 between; ZB-V: 2 on the end
+        ranks, 4 between."""
+        p = self.shape.pp
+        stages = p * option.chunks
+
+        def rank(s: int) -> int:
+            return (s if s < p else 2 * p - 1 - s) if option.schedule is Schedule.zb_v else s % p
+
+        return sum((s < stages - 1 and rank(s + 1) != j) + (s > 0 and rank(s - 1) != j)
+                   for s in range(stages) if rank(s) == j)
+
+    def stage_fixed_s(self, j: int, k: str, option: ScheduleOption) -> float:
+        """Fixed seconds of stage j in building k per microbatch under `option`: its intra-building sends
+        (`stage_sends`), the embedding on stage 0, and the LM head and loss on `head_stage`."""
+        gpu = self.gpu(k)
+        fixed = self.stage_sends(j, option) * gpu.p2p_intra_s
         if j == 0:
             fixed += gpu.first_stage_extra.total_s
-        if j == p - 1:
-            fixed += gpu.last_stage_extra.total_s
-        return gpu.layer.total_s, fixed
+        return fixed + (gpu.last_stage_extra.total_s if j == self.head_stage(option) else 0.0)
+
+    def stage_fixed_floor_s(self, j: int, k: str, head: int | None = None) -> float:
+        """The least fixed seconds of stage j in building k over the shape's schedule options (those running the
+        LM head on stage `head`, when given)."""
+        return min(self.stage_fixed_s(j, k, o) for o in self.options if head is None or self.head_stage(o) == head)
 
     @property
     def chunk_counts(self) -> list[int]:

@@ -71,7 +71,7 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     slowest = max(
         (per_layer * round(_val(m.n[j])) + fixed, ctx.gpu(k))
         for j, k in held(m, ctx)
-        for per_layer, fixed in [ctx.stage_time_terms(j, k)]
+        for per_layer, fixed in [ctx.stage_time_terms(j, k, opt)]
     )
     stage_s, gpu = slowest
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
@@ -153,7 +153,7 @@ def extract_plan(m: pyo.ConcreteModel, ctx: ShapeContext, stats: SolveStats) -> 
     iteration = (parts.compute_s + parts.exposed_tp_ep_s + parts.bubble_s + parts.exposed_pp_s
                  + parts.exposed_dp_s + parts.optimizer_s)
     slowest = max(held(m, ctx), key=lambda jk: _val(m.n[jk[0]]) * ctx.gpu(jk[1]).layer.total_s
-                  + ctx.stage_time_terms(*jk)[1])
+                  + ctx.stage_time_terms(*jk, ctx.options[option])[1])
     tokens = ctx.instance.training.batch_sequences * ctx.instance.training.seq_len
     peak = sum(
         count * ctx.shape.cell_gpus

@@ -4,6 +4,9 @@ Per rank r (stage r of the plan, n_r layers, v chunks of n_r / v layers; chunk =
 model's layers in order: virtual stage s runs the layers after those of virtual stages 0..s-1):
   F, I, W of stage s = sum over its layers of that layer's {forward, backward_input, backward_weight}
                        + embedding on virtual stage 0, LM head + loss on the last virtual stage; B = I + W
+                       (the V map of ZB-V runs the last virtual stage on rank 0); those two virtual stages
+                       also sync, gather and step their embedding / head parameters (GPUCosts.embedding_dp,
+                       head_dp: DP sync as a collective of their own, added to the chunk's)
                        (a model mixing dense and MoE layers prices each kind from its own cost table, built by
                        costmodel for the model with every layer of that kind; the MILP prices the average layer)
   send       p2p_intra_s: the sender's local cost of one activation / gradient send (what the MILP charges)
@@ -132,12 +135,15 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, gpu_type: str, kind
         grad += kind.grad_bytes_per_cell
         optimizer += kind.gpu.optimizer_s_per_layer[variant]
     dp = chunk_sync_s([kind.gpu.dp_intra[variant] for kind in kinds])
-    if stage == 0:
-        ops = _plus(ops, gpu.first_stage_extra)
-        grad += costs.grad_bytes_fixed_first
-    if stage == resolved.actions.stages - 1:
-        ops = _plus(ops, gpu.last_stage_extra)
-        grad += costs.grad_bytes_fixed_last
+    for held, extra, grad_bytes, fixed in ((stage == 0, gpu.first_stage_extra, costs.grad_bytes_fixed_first,
+                                             gpu.embedding_dp),
+                                            (stage == resolved.actions.stages - 1, gpu.last_stage_extra,
+                                             costs.grad_bytes_fixed_last, gpu.head_dp)):
+        if held:
+            ops, grad = _plus(ops, extra), grad + grad_bytes
+            gather += fixed.gather_s[variant]
+            dp += fixed.dp_sync_s[variant]
+            optimizer += fixed.optimizer_s[variant]
     return StageWork(len(kinds), ops, tp_cp, ep, gather, grad, dp, optimizer)
 
 

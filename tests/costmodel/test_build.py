@@ -100,3 +100,26 @@ def test_eager_kernels_add_their_extra_bytes_to_layer_and_loss(instance_factory)
         compute.memory_time_s(logits * (14 - 6), gpu))
     assert after.last_stage_extra.backward_input_s - before.last_stage_extra.backward_input_s == pytest.approx(
         compute.memory_time_s(logits * (22 - 6), gpu))
+
+
+def test_embedding_and_head_dp_costs_are_the_layers_formulas_at_their_size(costs):
+    # Llama 3 8B, TP1 PP2 DP8 on H100 (3.35 TB/s at 80 %): the embedding holds V h = 128,256 x 4,096 = 525,336,576
+    # parameters per GPU, the untied head V h + h = 525,340,672 (~2.4 layers of 218 M each). The optimizer reads
+    # w, g, m, v and writes w, m, v: 2 x 2 + 4 + 2 x 12 = 32 bytes per owned parameter, all of them under DDP, 1/8
+    # under FSDP (8 shard members), 1/4 under HSDP with 2 replicas. Their gradients (4 bytes each) are reduced
+    # in one collective of their own, their bf16 parameters gathered in one (none under DDP).
+    table = costs(tp=1)
+    gpu = table.per_gpu_type["h100"]
+    ddp, fsdp, hsdp = VARIANTS
+    hbm = 3.35e12 * 0.8
+    for fixed, params in ((gpu.embedding_dp, 525_336_576), (gpu.head_dp, 525_340_672)):
+        assert fixed.optimizer_s[ddp] == pytest.approx(params * 32 / hbm, rel=1e-12)
+        assert fixed.optimizer_s[fsdp] == pytest.approx(params / 8 * 32 / hbm, rel=1e-12)
+        assert fixed.optimizer_s[hsdp] == pytest.approx(params / 4 * 32 / hbm, rel=1e-12)
+        for v in VARIANTS:
+            assert fixed.dp_sync_s[v] == pytest.approx(gpu.dp_intra[v].collective_s(params * 4, 0.0), rel=1e-12)
+            assert fixed.dp_sync_s[v] > 2 * gpu.dp_intra[v].layer_s
+        assert fixed.gather_s[ddp] == 0.0
+        assert fixed.gather_s[fsdp] == pytest.approx(gpu.dp_intra[fsdp].collective_s(params * 2, 0.0), rel=1e-12)
+        assert fixed.gather_s[fsdp] > 2 * gpu.gather_s_per_layer[fsdp]
+    assert gpu.embedding_dp.optimizer_s[ddp] == pytest.approx(6.2727e-3, rel=1e-4)

@@ -120,8 +120,9 @@ def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
 
 
 def test_a_deeper_stage_exposes_its_first_gather_beyond_its_head_start(tiny):
-    # FSDP-no-reshard gathers each stage once, at the start; stage 1's gather hides only behind stage 0's first
-    # forward (embedding, 4 layers, one send), so with 28 layers stage 1's gather is what the iteration waits for.
+    # FSDP-no-reshard gathers each stage once, at the start; stage 1's gather (28 layers and, 1F1B running the LM
+    # head on the last stage, the head) hides only behind stage 0's first forward (embedding, 4 layers, one send),
+    # so with 28 layers stage 1's gather is what the iteration waits for.
     instance, shape = _deeper_gather(tiny)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     model = build_model(ctx)
@@ -130,10 +131,11 @@ def test_a_deeper_stage_exposes_its_first_gather_beyond_its_head_start(tiny):
     model.n[1].fix(28)
     assert solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None).status == "optimal"
     gpu = ctx.gpu("A")
-    gather = gpu.gather_s_per_layer[ctx.variants[0]]
+    gather, head = gpu.gather_s_per_layer[ctx.variants[0]], gpu.head_dp.gather_s[ctx.variants[0]]
     head_start = 4 * gpu.layer.forward_s + gpu.p2p_intra_s + gpu.first_stage_extra.forward_s
-    assert 28 * gather - head_start > 4 * gather
-    assert model.gather0.value == pytest.approx(28 * gather - head_start, rel=1e-6)
+    first = 4 * gather + gpu.embedding_dp.gather_s[ctx.variants[0]]
+    assert head > 0 and 28 * gather + head - head_start > first
+    assert model.gather0.value == pytest.approx(28 * gather + head - head_start, rel=1e-6)
 
 
 def test_the_first_gather_floor_is_the_deepest_stages_exposure(tiny):
@@ -182,7 +184,7 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     speed = max(two_halls.efficiency[0, t] for t in link.transports) * link.capacity_byte_s / GB
     per_chain = 2 * two_halls.costs.p2p_bytes / GB / speed
     gather, reduce = cross_volumes(two_halls, 0)
-    stage_gb = min(stage_grad_gb(two_halls, j, option.layer_granularity) for j in range(2))
+    stage_gb = min(stage_grad_gb(two_halls, j, option.layer_granularity, option) for j in range(2))
     latency = 2 * link.one_way_latency_s
 
     def split(stages: int) -> float:

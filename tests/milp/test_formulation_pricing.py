@@ -9,7 +9,10 @@ from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.plan import Layout, Shape
+from scaleacross_milp.spec.search import DPMode, Schedule
+from scaleacross_milp.verify.layout import resolve
+from scaleacross_milp.verify.workload import build_workload
 
 GB = 1e9
 HALLS = [{"name": "A", "gpus": 24, "gpu_type": "h100"}, {"name": "B", "gpus": 24, "gpu_type": "h100"}]
@@ -81,8 +84,54 @@ def test_dp_overlap_is_stage_0_s_op_that_finalises_its_gradients(tiny, schedule,
     m = priced(ctx, {(0, "A"): 4, (1, "A"): 4}, [16, 16])
     gpu = ctx.gpu("A")
     layer, first = gpu.layer, gpu.first_stage_extra
-    stage0 = 16 * layer.total_s + first.total_s + 2 * gpu.p2p_intra_s
+    stage0 = 16 * layer.total_s + first.total_s + gpu.p2p_intra_s  # rank 0 sends forwards only
     share = {"IW": layer.backward_input_s + layer.backward_weight_s, "W": layer.backward_weight_s}[final]
-    sync = ctx.dp_sync_curve("h100", ctx.variants[0], 1).value_at(16)  # the MILP's curve of IntraDPSync.stage_s
-    assert sync > stage0 * share / layer.total_s > 0
+    # the MILP's curve of IntraDPSync.stage_s, plus the slower of the two stages' own collectives of the embedding
+    # (stage 0) and LM head (stage 1)
+    variant = ctx.variants[0]
+    fixed = max(gpu.embedding_dp.dp_sync_s[variant], gpu.head_dp.dp_sync_s[variant])
+    sync = ctx.dp_sync_curve("h100", variant, 1).value_at(16) + fixed
+    assert fixed > 0 and sync > stage0 * share / layer.total_s > 0
     assert pyo.value(m.dp_exposed) == pytest.approx(sync - stage0 * share / layer.total_s, rel=1e-6)
+
+
+A100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
+        "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
+B200 = {"peak_dense_tflops": {"bf16": 2250}, "hbm_gib": 180, "hbm_tbyte_s": 8.0, "nvlink_domain_gpus": 8,
+        "nvlink_gbyte_s": 900, "nic_gbit_s": 400}
+
+
+def test_zb_v_prices_the_lm_head_on_rank_0_as_the_replay_runs_it(tiny):
+    # Issue 12's repro: Llama 3 8B, TP8 PP4 DP2, ZB-V, 2 layers on an A100 rank 0 and 10 on each B200 rank. ZB-V's
+    # V map runs virtual stage 2p - 1 (LM head and loss) on rank 0 with the embedding, so stage 0's time per
+    # microbatch is what the replay's rank 0 runs: its two chunks' ops and the sends that leave the rank (the
+    # forward of virtual stage 0 to rank 1, the backward of virtual stage 7 to rank 1); its memory and gradients
+    # hold the head too, and the last stage holds none of it.
+    instance = tiny(buildings=[{"name": "slow", "gpus": 16, "gpu_type": "a100"},
+                               {"name": "fast", "gpus": 48, "gpu_type": "b200"}],
+                    links=[{"a": "slow", "b": "fast", "capacity_gbit_s": 3200, "distance_km": 5}],
+                    gpu_types={"a100": A100, "b200": B200}, global_batch_sequences=32,
+                    search={"schedules": ["zb-v"], "dp_modes": ["ddp"]})
+    shape = Shape(tp=8, pp=4, dp=2, micro_batch=1, microbatches=16)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    layers = [2, 10, 10, 10]
+    m = priced(ctx, {(0, "slow"): 2, (1, "fast"): 2, (2, "fast"): 2, (3, "fast"): 2}, layers)
+
+    stages = [{"stage": j, "layers": n, "cells_per_building": {"slow" if j == 0 else "fast": 2}}
+              for j, n in enumerate(layers)]
+    layout = Layout(shape=shape.model_dump(), schedule=Schedule.zb_v, dp_mode=DPMode.ddp, stages=stages)
+    resolved = resolve(instance, layout)
+    rank0, actions = build_workload(instance, resolved).rank("slow", 0), resolved.actions
+    sends = sum((s < actions.stages - 1 and actions.rank_of[s + 1] != 0) + (s > 0 and actions.rank_of[s - 1] != 0)
+                for s in rank0.stages)
+    replayed = sum(stage.ops.total_s for stage in rank0.stages.values()) + sends * rank0.send_s
+    a100 = ctx.gpu("slow")
+    assert sends == 2 and sorted(rank0.stages) == [0, 7]
+    assert pyo.value(m.Cst[0]) == pytest.approx(replayed, rel=1e-6)
+    assert pyo.value(m.Cst[0]) == pytest.approx(2 * a100.layer.total_s + a100.first_stage_extra.total_s
+                                                + a100.last_stage_extra.total_s + 2 * a100.p2p_intra_s, rel=1e-6)
+    costs, variant = ctx.costs, ctx.variants[0]
+    state = [pyo.value(m.state[j]) * GB for j in (0, 3)]
+    assert state[0] == pytest.approx(2 * costs.layer_state_bytes[variant] + costs.first_stage_fixed_bytes[variant]
+                                     + costs.last_stage_fixed_bytes[variant], rel=1e-6)
+    assert state[1] == pytest.approx(10 * costs.layer_state_bytes[variant], rel=1e-6)

@@ -25,7 +25,9 @@ def test_dense_and_moe_stages_are_priced_apart(tiny):
     assert dense.dp_s < experts.dp_s and dense.all_gather_s < experts.all_gather_s
     assert dense.optimizer_s < experts.optimizer_s
     flat = [average.rank("A", r).stages[r] for r in (0, 1)]
-    assert flat[0].dp_s == flat[1].dp_s
+    gpu, variant = average.costs.per_gpu_type["h100"], resolved.variant
+    assert flat[0].dp_s - gpu.embedding_dp.dp_sync_s[variant] == pytest.approx(
+        flat[1].dp_s - gpu.head_dp.dp_sync_s[variant], rel=1e-12)
     assert dense.dp_s < flat[0].dp_s < experts.dp_s
 
 
@@ -38,12 +40,16 @@ def test_dp_sync_is_the_cost_models_curve_at_each_chunks_real_layers(tiny):
     layout = Layout(shape={"tp": 4, "pp": 2, "dp": 2, "micro_batch": 1, "microbatches": 4},
                     schedule=Schedule.interleaved, interleave=2, dp_mode=DPMode.ddp, stages=stages)
     work = build_workload(instance, resolve(instance, layout))
-    sync = work.costs.per_gpu_type["h100"].dp_intra[DPVariant(DPMode.ddp)]
+    gpu, variant = work.costs.per_gpu_type["h100"], DPVariant(DPMode.ddp)
+    sync = gpu.dp_intra[variant]
+    # virtual stage 0 also all-reduces the embedding's gradients, virtual stage 3 the LM head's, on their own
+    fixed = {0: gpu.embedding_dp.dp_sync_s[variant], 3: gpu.head_dp.dp_sync_s[variant]}
     for rank, layers in ((0, 30), (1, 2)):
-        chunks = work.rank("A", rank).stages.values()
-        assert [c.layers for c in chunks] == [layers // 2] * 2
-        assert all(c.dp_s == pytest.approx(sync.stage_s(layers // 2)) for c in chunks)
-        assert sum(c.dp_s for c in chunks) == pytest.approx(sync.stage_s(layers, chunks=2))
+        chunks = work.rank("A", rank).stages
+        assert [c.layers for c in chunks.values()] == [layers // 2] * 2
+        assert all(c.dp_s == pytest.approx(sync.stage_s(layers // 2) + fixed.get(s, 0.0)) for s, c in chunks.items())
+        assert sum(c.dp_s - fixed.get(s, 0.0) for s, c in chunks.items()) == pytest.approx(
+            sync.stage_s(layers, chunks=2))
     assert sync.stage_s(15) != pytest.approx(15 * sync.stage_s(1), rel=1e-3)  # a curve, not a per-layer rate
 
 
@@ -92,3 +98,31 @@ def test_zb_v_runs_the_lm_head_on_rank_0_with_the_embedding(tiny):
     # the head alone costs three quarters of the A100 rank's two layers: per-stage times that leave it on rank
     # p - 1 price rank 0 some 74 % low (issue 12's +72 %)
     assert a100.last_stage_extra.total_s > 0.7 * 2 * a100.layer.total_s
+
+
+@pytest.mark.parametrize(("schedule", "held"), [(Schedule.one_f_one_b, {0: {0: "embedding"}, 1: {1: "head"}}),
+                                               (Schedule.zb_v, {0: {0: "embedding", 3: "head"}, 1: {}})])
+def test_the_embedding_and_head_stages_sync_gather_and_step_their_parameters(tiny, schedule, held):
+    # PP2 under FSDP, 16 + 16 layers: the virtual stage holding the embedding (0) and the one holding the LM head
+    # (the last) add their own DP sync, all-gather and optimizer step to their layers'. Under 1F1B they are the
+    # two ranks; ZB-V's V map runs the last virtual stage (3) on rank 0 next to virtual stage 0, so rank 0 steps
+    # its 16 layers, the embedding and the head, and rank 1 only its 16 layers.
+    instance = tiny(buildings=[{"name": "A", "gpus": 64, "gpu_type": "h100"}])
+    layout = Layout(shape={"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 8},
+                    schedule=schedule, dp_mode=DPMode.fsdp)
+    work = build_workload(instance, resolve(instance, layout))
+    gpu, variant = work.costs.per_gpu_type["h100"], DPVariant(DPMode.fsdp)
+    tables = {"embedding": gpu.embedding_dp, "head": gpu.head_dp}
+    for rank, fixed in held.items():
+        stages = work.rank("A", rank).stages
+        for s, stage in stages.items():
+            extra = [tables[fixed[s]]] if s in fixed else []
+            layers = stage.layers
+            assert stage.optimizer_s == pytest.approx(
+                layers * gpu.optimizer_s_per_layer[variant] + sum(f.optimizer_s[variant] for f in extra), rel=1e-12)
+            assert stage.all_gather_s == pytest.approx(
+                layers * gpu.gather_s_per_layer[variant] + sum(f.gather_s[variant] for f in extra), rel=1e-12)
+            assert stage.dp_s == pytest.approx(
+                layers * gpu.dp_intra[variant].layer_s + sum(f.dp_sync_s[variant] for f in extra), rel=1e-12)
+        assert sum(stage.layers for stage in stages.values()) == 16
+        assert all(tables[name].optimizer_s[variant] > 0 for name in fixed.values())

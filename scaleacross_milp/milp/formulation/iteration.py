@@ -4,13 +4,17 @@ Intra-building DP sync of stage j on GPU type g under variant v with c model chu
 schedule's): a calibrated curve of its layers, f_{g,v,c}(n) = IntraDPSync.stage_s (one collective over each
 chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP), as a piecewise-linear term
 (`piecewise`: affine, LP epigraph or incremental binaries, chosen per curve, one binary system per stage):
-    dpi >= f_{g,v,c}(n[j]) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o: chunks c} u[o])   (slowest holder)
+    dpi >= f_{g,v,c}(n[j]) + F_{g,v,o}(j) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o in O_c} u[o])
+    (slowest holder; F: the embedding's own collective on stage 0, the LM head's on the option's head stage
+    (`ShapeContext.head_stage`) with one chunk per rank (`_stage_curves`), GPUCosts.embedding_dp / head_dp; O_c
+    the options giving one curve)
     H[j,g] >= y[j,k] for the buildings k of GPU type g,  0 <= H <= 1   (H = 1 when a building of type g holds j)
     dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{g,v,c} f; every stage is held somewhere)
 (stage 0's rows bound dpi0 instead, and dpi >= dpi0).
 (a condition is left out when it cannot fail: one GPU type, one variant, curves equal over chunk counts).
 Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
-    opt >= n[j] o[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),   opt >= n[j] min_{k,v} o[k,v]
+    opt >= n[j] o[k,v] + [j = 0] oE[k,v] + Hd[j] oH[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),
+    opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `chosen.head_on`)
 DP synchronisation is hierarchical (inside buildings, then across); the last backward op of stage 0 hides part of
 it, layer by layer as its gradients become final (rho_o: that op's share of a stage's time under schedule o, the
 fused backward I + W, or W alone in zero-bubble schedules). Stage 0's cross-building part starts only once its
@@ -23,9 +27,10 @@ FSDP / HSDP re-gather a stage's parameters before each forward and backward pass
 all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up. Every
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
 forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
-    gather >= passes_v n[j] g[k,v] - ...,   cycle >= gather
-    gather0 >= n[j] g[k,v] - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...   (tauF, p2p, eF: forward time of a
-    layer, an intra-building send and the embedding on the fastest GPU type; stage 0 has no head start)
+    gather >= passes_v (n[j] g[k,v] + [j = 0] gE[k,v] + Hd[j] gH[k,v]) - ...,   cycle >= gather
+    gather0 >= n[j] g[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...
+    (tauF, p2p, eF: forward time of a layer, an intra-building send and the embedding on the fastest GPU type;
+    stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank)
     T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc     minimise T
 A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only the op just
 before; an op that needs one (F, and I or B) waits max(0, gather - previous op) per layer of its chunk. In the
@@ -44,9 +49,10 @@ from collections.abc import Callable
 import pyomo.environ as pyo
 
 from scaleacross_milp.calibration.piecewise import Breakpoints
-from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -57,12 +63,34 @@ def gather_passes(mode: DPMode) -> int:
     return 2 if mode in (DPMode.fsdp, DPMode.hsdp) else 0
 
 
-def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict,
+Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
+
+
+def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, gpu_type: str, cost: Cost,
+                 head_where: Callable[[ScheduleOption], bool] | None = None) -> list[tuple[list[float], object]]:
+    """`choice_lower_bounds` terms over the variants of stage j's fixed parameters on `gpu_type`: the embedding's
+    `cost` on stage 0 and the LM head's times H[j] (`chosen.head_on`, over the options `head_where` admits)."""
+    gpu = ctx.costs.per_gpu_type[gpu_type]
+    terms: list[tuple[list[float], object]] = []
+    if j == 0:
+        terms.append(([cost(gpu.embedding_dp)[v] for v in ctx.variants], 1))
+    held = head_on(m, ctx, j, head_where)
+    if not (isinstance(held, int) and held == 0):
+        terms.append(([cost(gpu.head_dp)[v] for v in ctx.variants], held))
+    return terms
+
+
+def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict, cost: Cost,
+                    head_where: Callable[[ScheduleOption], bool] | None = None,
                     head_start: Callable[[int], object] | None = None) -> None:
-    """Add var `name` >= n[j] * per_layer[gpu type, variant] - head_start(j) over every held (j, k) and the chosen
-    variant (head_start: an expression >= 0, none by default)."""
+    """Add var `name` >= n[j] * per_layer[gpu type, variant] + the fixed parameters' `cost` (`_fixed_terms`) -
+    head_start(j) over every held (j, k) and the chosen variant (head_start: an expression >= 0, none by
+    default)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
-    big = most * max(per_layer.values(), default=0.0)
+    types = ctx.costs.per_gpu_type.values()
+    fixed_most = max(max(cost(g.embedding_dp).values(), default=0.0) + max(cost(g.head_dp).values(), default=0.0)
+                     for g in types)
+    big = most * max(per_layer.values(), default=0.0) + fixed_most
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
     variants = list(m.V)
@@ -73,19 +101,33 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
             gpu_type = ctx.instance.topology.building(k).gpu_type
             lhs = ahead if ctx.homogeneous else ahead + big * (1 - m.y[j, k])
             coeffs = [per_layer[gpu_type, v] for v in variants]
-            rows += choice_lower_bounds(lhs, [(coeffs, m.n[j])], m.w, variants, big)
+            terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, gpu_type, cost, head_where)]
+            rows += choice_lower_bounds(lhs, terms, m.w, variants, big)
         if not ctx.homogeneous:
             rows.append(ahead >= min(per_layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 
-def _chunk_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant) -> list[tuple[int | None, Breakpoints]]:
-    """(chunks, curve) per chunk count of the options, or one (None, curve) when the chunk count changes nothing
-    (FSDP / HSDP reduce per layer)."""
-    by_chunks = {c: ctx.dp_sync_curve(gpu_type, variant, c) for c in ctx.chunk_counts}
-    if len(set(by_chunks.values())) == 1:
-        return [(None, by_chunks[ctx.chunk_counts[0]])]
-    return list(by_chunks.items())
+def _stage_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant, j: int) -> list[tuple[list[int] | None,
+                                                                                                Breakpoints]]:
+    """(options, curve) per distinct intra-building DP curve of stage j over the schedule options: the variant's
+    curve at the option's chunks (`ShapeContext.dp_sync_curve`), raised by the embedding's own collective on
+    stage 0 (its chunk, virtual stage 0, is the last of rank 0 to finish its backward) and, with one chunk per
+    rank, the LM head's on the option's head stage; with more, the head's chunk finishes its backward before the
+    rank's chunk 0 (ZB-V: virtual stage 2p - 1 on rank 0; interleaving: the last chunk of rank p - 1, whose
+    backward runs first), so its collective runs behind that chunk's backward, as the replay runs it. Options None
+    when every option gives the same curve."""
+    gpu = ctx.costs.per_gpu_type[gpu_type]
+    groups: dict[Breakpoints, list[int]] = {}
+    for o, option in enumerate(ctx.options):
+        head = j == ctx.head_stage(option) and option.chunks == 1
+        lift = ((gpu.embedding_dp.dp_sync_s[variant] if j == 0 else 0.0)
+                + (gpu.head_dp.dp_sync_s[variant] if head else 0.0))
+        curve = ctx.dp_sync_curve(gpu_type, variant, option.chunks)
+        groups.setdefault(Breakpoints(curve.x, tuple(y + lift for y in curve.y), curve.convex), []).append(o)
+    if len(groups) == 1:
+        return [(None, next(iter(groups)))]
+    return [(options, curve) for curve, options in groups.items()]
 
 
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
@@ -105,17 +147,16 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
             held = [] if ctx.homogeneous else [m.dpi_held[j, g]]
             for v, variant in enumerate(ctx.variants):
                 chosen = [m.w[v]] if len(m.V) > 1 else []
-                for chunks, points in _chunk_curves(ctx, g, variant):
-                    schedule = [] if chunks is None else [
-                        sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == chunks)]
+                for options, points in _stage_curves(ctx, g, variant, j):
+                    schedule = [] if options is None else [sum(m.u[o] for o in options)]
                     curves.append(Curve(points, (*held, *chosen, *schedule)))
         add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi, curves)
 
 
 def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
     """C0: stage 0's time per microbatch on the fastest GPU type that could hold it (exact when homogeneous)."""
-    terms = [ctx.stage_time_terms(0, k) for k in ctx.buildings]
-    return min(per_layer for per_layer, _ in terms) * m.n[0] + min(fixed for _, fixed in terms)
+    return (min(ctx.gpu(k).layer.total_s for k in ctx.buildings) * m.n[0]
+            + min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings))
 
 
 def overlap_share(ctx: ShapeContext, option: ScheduleOption) -> float:
@@ -178,11 +219,11 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     add_intra_dp_sync(m, ctx)
     _slowest_holder(m, ctx, "opt", {
         (g, v): types[g].optimizer_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
-    })
+    }, lambda fixed: fixed.optimizer_s)
     _slowest_holder(m, ctx, "gather", {
         (g, v): gather_passes(var.mode) * types[g].gather_s_per_layer[var]
         for g in types for v, var in enumerate(ctx.variants)
-    })
+    }, lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
     add_gather_waits(m, ctx)
     fastest = [ctx.gpu(k) for k in ctx.buildings]
@@ -191,7 +232,8 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     _slowest_holder(m, ctx, "gather0", {
         (g, v): types[g].gather_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
-    }, head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0))
+    }, lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
+        head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0))
     add_dp_overlap(m, ctx)
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)

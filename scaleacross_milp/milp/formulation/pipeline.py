@@ -1,7 +1,9 @@
 """Pipeline timing: stage times, the steady-state cycle, crossing latency and the pipeline's makespan.
 
-Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + e[j,k]  (tau_k: one layer's forward +
-backward on that GPU type incl. TP/CP/EP communication; e: embedding, LM head, intra-building sends).
+Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + sum_o e[j,k,o] u[o]  (tau_k: one layer's
+forward + backward on that GPU type incl. TP/CP/EP communication; e[j,k,o]: under schedule option o, the
+intra-building sends rank j makes, the embedding on stage 0 and the LM head on the stage o runs it on,
+`ShapeContext.stage_fixed_s`; `chosen.chosen_value`).
     Cst[j]  >= C[j,k] - M (1 - y[j,k])                        slowest copy of stage j
     cycle   >= Cst[j]                                         steady-state time per microbatch
     cycle   >= c0                                             the capacity-aware floor of `bounds.cycle_floor_s`
@@ -44,6 +46,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.chosen import chosen_value
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.spec.search import Schedule
 
@@ -65,15 +68,15 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.Tpipe = pyo.Var(domain=pyo.NonNegativeReals)
 
     def stage_rule(m, j, k):
-        per_layer, fixed = ctx.stage_time_terms(j, k)
+        fixed = chosen_value(m, [ctx.stage_fixed_s(j, k, o) for o in ctx.options])
         relax = 0 if ctx.homogeneous else stage_max(j, k) * (1 - m.y[j, k])
-        return m.Cst[j] >= per_layer * m.n[j] + fixed - relax
+        return m.Cst[j] >= ctx.gpu(k).layer.total_s * m.n[j] + fixed - relax
 
     m.stage_time = pyo.Constraint(m.J, m.K, rule=stage_rule)
     if not ctx.homogeneous:
         def floor_rule(m, j):
-            per_layer, fixed = zip(*(ctx.stage_time_terms(j, k) for k in ks), strict=True)
-            return m.Cst[j] >= min(per_layer) * m.n[j] + min(fixed)
+            fixed = chosen_value(m, [min(ctx.stage_fixed_s(j, k, o) for k in ks) for o in ctx.options])
+            return m.Cst[j] >= min(ctx.gpu(k).layer.total_s for k in ks) * m.n[j] + fixed
 
         m.stage_floor = pyo.Constraint(m.J, rule=floor_rule)
     m.cycle_bound = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j])

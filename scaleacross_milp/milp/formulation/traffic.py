@@ -5,8 +5,10 @@ Pipeline traffic per microbatch on arc a (routes R(s,t) are lowest-latency paths
     pp[a] >= A sum_{(s,t): a in R(s,t)} sum_b c_o(b) (f[b,s,t] + f[b,t,s]) - M (1 - u[o])
     (forward activations s->t, and gradients s->t of pipelines running t->s; c_o = chi_o, or omega_o at the wrap)
 DP synchronisation per step: building s owns the share x[j,s]/D of stage j's reduced state, whose gradient GB
-per cell is S_j = g n[j] + e_j (g one layer's, e_j the embedding on stage 0 and LM head on stage p-1), so with
-shared[s,t] = sum_j (g n[j] x[j,s] y[j,t] + e_j x[j,s] y[j,t]) (exact products, continuous, below):
+per cell is S_j = g n[j] + e_j (g one layer's, e_j the embedding on stage 0 and the LM head on the stage the
+chosen schedule o runs it on, `ShapeContext.head_stage`: rank 0 under ZB-V's V map, else p-1), so with
+shared[s,t] >= sum_j (g n[j] x[j,s] y[j,t] + e_j x[j,s] y[j,t]) - M (1 - u[o]) (exact products, continuous,
+below; `disjunction` rows over the options, shared_def):
     dp[a] >= sum_{(s,t): a in R(s,t)} (G_v shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])
     (gathers: s sends its share to every holder t; reductions: s sends t's share to owner t), G_v / Q_v the
     gather / reduce volumes of variant v in gradient-sized units. The products, each only bounded below (they
@@ -30,6 +32,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.dp import dp_cross_phases
+from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 
@@ -41,18 +44,22 @@ def layer_grad_gb(ctx: ShapeContext) -> float:
     return ctx.costs.grad_bytes_per_layer_per_cell / GB
 
 
-def fixed_grad_gb(ctx: ShapeContext, j: int) -> float:
-    """e_j: gradient GB one cell of stage j holds whatever its layers (embedding on stage 0, LM head on the last)."""
-    costs, p = ctx.costs, ctx.shape.pp
+def fixed_grad_gb(ctx: ShapeContext, j: int, option: ScheduleOption | None = None) -> float:
+    """e_j: gradient GB one cell of stage j holds whatever its layers under `option` (embedding on stage 0, LM
+    head on `ShapeContext.head_stage`); without an option, the largest over the shape's options."""
+    if option is None:
+        return max(fixed_grad_gb(ctx, j, o) for o in ctx.options)
+    costs = ctx.costs
     return ((costs.grad_bytes_fixed_first if j == 0 else 0.0)
-            + (costs.grad_bytes_fixed_last if j == p - 1 else 0.0)) / GB
+            + (costs.grad_bytes_fixed_last if j == ctx.head_stage(option) else 0.0)) / GB
 
 
-def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None) -> float:
+def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None,
+                  option: ScheduleOption | None = None) -> float:
     """S_j = g n + e_j: gradient GB one cell holds for stage j with n = `layers` (default the average L / p, whose
-    sum over the stages is exact since sum_j n[j] = L)."""
+    sum over the stages is exact since sum_j n[j] = L), e_j under `option` (`fixed_grad_gb`)."""
     n = ctx.instance.model_spec.layers / ctx.shape.pp if layers is None else layers
-    return n * layer_grad_gb(ctx) + fixed_grad_gb(ctx, j)
+    return n * layer_grad_gb(ctx) + fixed_grad_gb(ctx, j, option)
 
 
 def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
@@ -65,8 +72,9 @@ def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
 
 
 def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
-    """Var shared[s,t] = sum_j S_j x[j,s] y[j,t]: gradient GB per cell of the state building s owns and t holds,
-    with each stage's real layers n[j] (module docstring: binary expansion of n, products bounded below);
+    """Var shared[s,t] >= sum_j S_j x[j,s] y[j,t]: gradient GB per cell of the state building s owns and t holds,
+    with each stage's real layers n[j] (module docstring: binary expansion of n, products bounded below) and the
+    LM head on the chosen option's head stage (rows over the options, M = (g L + e_first + e_head) max_k X_k);
     shared0[s,t] the same for stage 0 alone."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
@@ -87,13 +95,21 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     m.lr_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t]
                             >= m.lc[j, s] - most * cap[s] * (1 - m.y[j, t]))
     m.lr_r = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t] >= m.r[j, s, t])
-    g = layer_grad_gb(ctx)
+    g, first, head = layer_grad_gb(ctx), ctx.costs.grad_bytes_fixed_first / GB, ctx.costs.grad_bytes_fixed_last / GB
+    options = list(m.O)
+    heads = sorted({ctx.head_stage(o) for o in ctx.options})
+    big = g * layers * max(cap.values()) + (first + head) * max(cap.values())
+
+    def rows(lhs, stages: list[int], s: str, t: str) -> list:
+        terms = [([g] * len(options), sum(m.lr[j, s, t] for j in stages)), ([first] * len(options), m.r[0, s, t])]
+        terms += [([head if ctx.head_stage(ctx.options[o]) == j else 0.0 for o in options], m.r[j, s, t])
+                  for j in heads if j in stages]
+        return choice_lower_bounds(lhs, terms, m.u, options, big)
+
     m.shared = pyo.Var(pairs, domain=pyo.NonNegativeReals)
-    m.shared_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared[s, t] == sum(
-        g * m.lr[j, s, t] + fixed_grad_gb(ctx, j) * m.r[j, s, t] for j in m.J))
+    add_rows(m, "shared_def", [row for s, t in pairs for row in rows(m.shared[s, t], list(m.J), s, t)])
     m.shared0 = pyo.Var(pairs, domain=pyo.NonNegativeReals)
-    m.shared0_def = pyo.Constraint(pairs, rule=lambda m, s, t: m.shared0[s, t]
-                                   == g * m.lr[0, s, t] + fixed_grad_gb(ctx, 0) * m.r[0, s, t])
+    add_rows(m, "shared0_def", [row for s, t in pairs for row in rows(m.shared0[s, t], [0], s, t)])
 
 
 def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
