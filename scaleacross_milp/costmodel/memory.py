@@ -179,15 +179,16 @@ def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int, bytes_per_element
     return shape.micro_batch * seq_len * model.vocab / (shape.tp * shape.cp) * (bytes_per_element + 4.0)
 
 
-def stage_bytes(costs: ShapeCosts, variant: DPVariant, stage: int, layers: int, inflight: float) -> float:
+def stage_bytes(costs: ShapeCosts, variant: DPVariant, stage: int, layers: int, inflight: float,
+                head_stage: int | None = None) -> float:
     """Per-GPU bytes of pipeline stage `stage` (of costs.shape.pp) holding `layers` average layers with
     `inflight` microbatches of activations in flight (in whole-stage units), as the MILP's memory rows read the
     same tables: layers (a inflight + s_v) + transient_v + embedding states_v (stage 0) + LM-head states_v and
-    logits (last stage)."""
+    logits (on `head_stage`, the rank of the last virtual stage: rank 0 under ZB-V; default the last stage)."""
     total = layers * (costs.activation_bytes_per_layer * inflight + costs.layer_state_bytes[variant])
     total += costs.stage_fixed_bytes.get(variant, 0.0)
     if stage == 0:
         total += costs.first_stage_fixed_bytes[variant]
-    if stage == costs.shape.pp - 1:
+    if stage == (costs.shape.pp - 1 if head_stage is None else head_stage):
         total += costs.last_stage_fixed_bytes[variant]
     return total

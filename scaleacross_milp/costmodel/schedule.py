@@ -23,6 +23,16 @@ from scaleacross_milp.costmodel.costs import OpTimes
 from scaleacross_milp.spec.search import Schedule
 
 
+def loop_map(p: int, v: int) -> tuple[int, ...]:
+    """Virtual stage s of p * v on rank s mod p (1F1B, GPipe, ZB-H1, interleaved)."""
+    return tuple(s % p for s in range(p * v))
+
+
+def v_map(p: int) -> tuple[int, ...]:
+    """Virtual stage s of 2p on rank s for s < p and on rank 2p - 1 - s above (ZB-V)."""
+    return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
+
+
 @dataclass(frozen=True)
 class ScheduleOption:
     """A schedule with its chunks per rank (v for interleaved, 2 for ZB-V, 1 otherwise)."""
@@ -34,6 +44,13 @@ class ScheduleOption:
         return f"{self.schedule.value} v={self.chunks}" if self.schedule is Schedule.interleaved else (
             self.schedule.value
         )
+
+    def stage_map(self, p: int) -> tuple[int, ...]:
+        """The rank of each virtual stage: ZB-V's V map (s on rank s for s < p, 2p - 1 - s above, as torch's
+        ScheduleZBVZeroBubble), else the loop map (s on rank s mod p)."""
+        if self.schedule is Schedule.zb_v:
+            return v_map(p)
+        return loop_map(p, self.chunks)
 
     def bubble_coefficient(self, layer: OpTimes) -> float:
         """Bubble time as a multiple of (p - 1) x the per-rank time of one microbatch."""

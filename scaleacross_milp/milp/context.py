@@ -14,7 +14,7 @@ from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
-from scaleacross_milp.spec.search import DPMode, Schedule
+from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Transport
 
 UNDERPRICE_BUDGET = 0.03
@@ -111,7 +111,7 @@ class ShapeContext:
     def head_stage(self, option: ScheduleOption) -> int:
         """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped
         stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""
-        return 0 if option.schedule is Schedule.zb_v else self.shape.pp - 1
+        return option.stage_map(self.shape.pp)[-1]
 
     def head_options(self, j: int) -> list[int]:
         """Indices of the schedule options whose LM head runs on stage j."""
@@ -128,17 +128,12 @@ class ShapeContext:
     def stage_sends(self, j: int, option: ScheduleOption) -> int:
         """Sends stage (rank) j makes per microbatch under `option`, each occupying it for one intra-building send:
         the forward of each of its virtual stages but the last and the backward of each but virtual stage 0, when
-        the neighbouring virtual stage runs on another rank (loop map: virtual stage s on rank s mod p; ZB-V's V
-        map: s on rank s for s < p, 2p - 1 - s above). 1F1B: 1 on the end ranks, 2 between; ZB-V: 2 on the end
-        ranks, 4 between."""
-        p = self.shape.pp
-        stages = p * option.chunks
-
-        def rank(s: int) -> int:
-            return (s if s < p else 2 * p - 1 - s) if option.schedule is Schedule.zb_v else s % p
-
-        return sum((s < stages - 1 and rank(s + 1) != j) + (s > 0 and rank(s - 1) != j)
-                   for s in range(stages) if rank(s) == j)
+        the neighbouring virtual stage runs on another rank (`ScheduleOption.stage_map`). 1F1B: 1 on the end ranks,
+        2 between; ZB-V: 2 on the end ranks, 4 between."""
+        rank = option.stage_map(self.shape.pp)
+        last = len(rank) - 1
+        return sum((s < last and rank[s + 1] != j) + (s > 0 and rank[s - 1] != j)
+                   for s in range(len(rank)) if rank[s] == j)
 
     def stage_fixed_s(self, j: int, k: str, option: ScheduleOption) -> float:
         """Fixed seconds of stage j in building k per microbatch under `option`: its intra-building sends

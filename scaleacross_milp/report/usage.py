@@ -216,7 +216,8 @@ def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCost
 
 def _stage_needs(costs: ShapeCosts, resolved: ResolvedLayout, variant: DPVariant) -> list[float]:
     inflight = inflight_microbatches(resolved.schedule, resolved.actions)
-    return [memory.stage_bytes(costs, variant, j, s.layers, inflight[j]) for j, s in enumerate(resolved.stages)]
+    head = resolved.actions.rank_of[-1]
+    return [memory.stage_bytes(costs, variant, j, s.layers, inflight[j], head) for j, s in enumerate(resolved.stages)]
 
 
 def _link_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from scaleacross_milp.costmodel.schedule import loop_map, v_map
 from scaleacross_milp.spec.instance import InputError
 from scaleacross_milp.spec.search import Schedule
 
@@ -133,14 +134,6 @@ def _zb_v(p: int, m: int, r: int) -> list[Action]:
     ops += [Action(c1, "W", i) for i in range(w1, b1)]
     ops += [Action(c0, "W", i) for i in range(w0, b0)]
     return [a for a in ops if a.microbatch < m]
-
-
-def loop_map(p: int, v: int) -> tuple[int, ...]:
-    return tuple(s % p for s in range(p * v))
-
-
-def v_map(p: int) -> tuple[int, ...]:
-    return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
 
 
 def build_actions(schedule: Schedule, p: int, m: int, v: int = 1) -> ScheduleActions:

@@ -113,7 +113,7 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
     for pattern in patterns:
         merged[pattern.buildings] += pattern.pipelines
     patterns = tuple(Pattern(b, n) for b, n in sorted(merged.items()))
-    use = stage_memory(instance, shape, variant, inflight_microbatches(schedule, actions), stages)
+    use = stage_memory(instance, shape, variant, inflight_microbatches(schedule, actions), stages, actions.rank_of[-1])
     infeasible = (*_capacity_problems(instance, shape, stages), *_nvlink_problems(instance, shape, stages),
                   *_memory_problems(use))
     return ResolvedLayout(layout, schedule, actions, variant, tuple(stages), patterns, _transports(instance, layout),
@@ -138,13 +138,13 @@ def inflight_microbatches(schedule: Schedule | None, actions: ScheduleActions) -
 
 
 def stage_memory(instance: Instance, shape: Shape, variant: DPVariant, inflight: list[float],
-                 stages: list[StagePlacement]) -> tuple[StageMemory, ...]:
+                 stages: list[StagePlacement], head_stage: int) -> tuple[StageMemory, ...]:
     """Per stage j and building k holding it: memory.stage_bytes(j, layers_j, inflight_j) against the usable
-    HBM of k's GPU type."""
+    HBM of k's GPU type (the LM head on `head_stage`)."""
     costs = build_shape_costs(instance, shape, [variant])
     rows = []
     for j, stage in enumerate(stages):
-        needed = memory.stage_bytes(costs, variant, j, stage.layers, inflight[j])
+        needed = memory.stage_bytes(costs, variant, j, stage.layers, inflight[j], head_stage)
         for name in stage.cells_per_building:
             gpu_type = instance.topology.building(name).gpu_type
             rows.append(StageMemory(j, name, gpu_type, needed, costs.per_gpu_type[gpu_type].hbm_usable_bytes))
