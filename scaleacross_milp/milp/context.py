@@ -108,6 +108,12 @@ class ShapeContext:
             for transport in link.transports
         }
 
+    @cached_property
+    def seconds_per_gb(self) -> dict[tuple[int, Transport], float]:
+        """Seconds one GB takes on link i (one direction) under each transport: 1 / (capacity x efficiency)."""
+        return {(i, transport): 1e9 / (self.routes.links[i].capacity_byte_s * eff)
+                for (i, transport), eff in self.efficiency.items()}
+
     def head_stage(self, option: ScheduleOption) -> int:
         """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped
         stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""

@@ -7,7 +7,6 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.milp.formulation.traffic import GB
 from scaleacross_milp.spec.plan import (
     Breakdown,
     LinkUse,
@@ -53,7 +52,7 @@ def link_uses(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[LinkUse]:
         transport = _chosen(m.z, [(i, t) for t in link.transports])[1]
         pp = max(0.0, *(_val(m.pp[i, d]) for d in (1, -1))) * ctx.shape.microbatches
         dp = max(0.0, *(_val(m.dp[i, d]) for d in (1, -1)))
-        busy = (pp + dp) * GB / (link.capacity_byte_s * ctx.efficiency[i, transport])
+        busy = (pp + dp) * ctx.seconds_per_gb[i, transport]
         uses.append(LinkUse(a=link.a, b=link.b, transport=transport, efficiency=ctx.efficiency[i, transport],
                             pp_gbyte=pp, dp_gbyte=dp, busy_s=busy))
     return uses

@@ -206,13 +206,13 @@ def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(
     instance = tiny(buildings=[{"name": "fast", "gpus": 8, "gpu_type": "h100"},
                                {"name": "slow", "gpus": 8, "gpu_type": "a100"}],
                     links=[{"a": "fast", "b": "slow", "capacity_gbit_s": 3200, "distance_km": 1}],
-                    gpu_types={"a100": a100})
+                    gpu_types={"a100": a100}, search={"schedules": ["1f1b"]})
     shape = Shape(tp=8, cp=1, ep=1, pp=2, dp=1, micro_batch=1, microbatches=16)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     layers = instance.model_spec.layers
 
     def stage_s(j: int, k: str, n: int) -> float:
-        per_layer, fixed = ctx.stage_time_terms(j, k)
+        per_layer, fixed = ctx.stage_time_terms(j, k, ctx.options[0])
         return n * per_layer + fixed
 
     best = min(max(stage_s(0, first, n), stage_s(1, last, layers - n))

@@ -32,10 +32,7 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     pp_arc = ctx.costs.p2p_bytes * ctx.shape.ep / GB * (chi * (p - 1) + omega) * 2 * cells
     volumes = [sum(cross_volumes(ctx, v)) for v in range(len(ctx.variants))]
     dp_arc = max(volumes) * sum(stage_grad_gb(ctx, j) for j in range(p)) * max(len(ks) - 1, 1)
-    slowest = max(
-        (GB / (link.capacity_byte_s * eff) for (i, _), eff in ctx.efficiency.items() for link in [ctx.routes.links[i]]),
-        default=0.0,
-    )
+    slowest = max(ctx.seconds_per_gb.values(), default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
     cycle = p * stage_ub + 2 * chi * p * latency + pp_arc * slowest
     pipeline = mb * cycle + p * stage_ub + 2 * (chi * (p - 1) + omega) * latency

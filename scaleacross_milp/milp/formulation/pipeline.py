@@ -143,7 +143,7 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
     for i, link in enumerate(links):
         for d in (1, -1):
             pairs = ctx.routes.pairs_over((i, d))
-            per_gb = [GB / (link.capacity_byte_s * ctx.efficiency[i, t]) for t in link.transports]
+            per_gb = [ctx.seconds_per_gb[i, t] for t in link.transports]
             for b in regular:
                 load = act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs)
                 rows += choice_lower_bounds(m.tx[b], [(per_gb, load)], m.z, [(i, t) for t in link.transports], big)

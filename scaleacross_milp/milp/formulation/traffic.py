@@ -160,14 +160,10 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
             rows += choice_lower_bounds(load, [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
     add_rows(m, "dp_load", rows)
 
-    def seconds(i, t) -> float:
-        """Seconds per GB on link i under transport t."""
-        return 1.0 / (links[i].capacity_byte_s / GB * ctx.efficiency[i, t])
-
     rows = []
     for i, d in arcs:
         transports = [(i, t) for t in links[i].transports]
-        per_gb = [seconds(i, t) for t in links[i].transports]
+        per_gb = [ctx.seconds_per_gb[i, t] for t in links[i].transports]
         for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
                           (m.dpx, m.dp[i, d]), (m.dpx0, m.dp0[i, d])):
             rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
