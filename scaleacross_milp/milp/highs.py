@@ -100,13 +100,15 @@ def restore(model: pyo.ConcreteModel, values: list[float | None]) -> None:
         var.set_value(value, skip_validation=True)
 
 
-def _solve_lp(model: pyo.ConcreteModel, threads: int | None) -> None:
+def _solve_lp(model: pyo.ConcreteModel, threads: int | None) -> bool:
+    """Solve `model` (its integers fixed) as an LP and load the solution; False when HiGHS finds no solution."""
     highspy.Highs.resetGlobalScheduler(True)
     results = SolverFactory("highs").solve(model, threads=threads, load_solutions=False,
                                            raise_exception_on_nonoptimal_result=False)
     if results.solution_status not in (SolutionStatus.feasible, SolutionStatus.optimal):
-        raise RuntimeError(f"HiGHS could not re-solve {model.name} with its integer choices fixed")
+        return False
     results.solution_loader.load_vars()
+    return True
 
 
 def polish(model: pyo.ConcreteModel, objective: pyo.Var, threads: int | None) -> float:
@@ -116,19 +118,25 @@ def polish(model: pyo.ConcreteModel, objective: pyo.Var, threads: int | None) ->
     integrality tolerance (a binary at 1 - 1e-7 relaxes a big-M row by M 1e-7), so the exact objective can be a
     little higher; (2) hold the objective there and minimise the sum of the continuous variables. They are all
     epigraph variables (lower-bounded times and loads), so each ends at the smallest value its rows allow and the
-    plan's breakdown reads what binds, not slack."""
+    plan's breakdown reads what binds, not slack. A step HiGHS declares infeasible (a point that only held within
+    the tolerances) is skipped: the values of the step before stay loaded."""
     variables = [v for v in model.component_data_objects(pyo.Var, active=True) if not v.fixed]
     discrete = [v for v in variables if v.is_integer()]
+    kept = snapshot(model)
     for var in discrete:
         var.fix(round(pyo.value(var)))
     original = next(model.component_data_objects(pyo.Objective, active=True))
     try:
-        _solve_lp(model, threads)
+        if not _solve_lp(model, threads):
+            restore(model, kept)
+            return pyo.value(objective)
         exact = pyo.value(objective)
+        kept = snapshot(model)
         original.deactivate()
         model.polish_hold = pyo.Constraint(expr=objective <= exact * (1 + 1e-9) + 1e-12)
         model.polish_objective = pyo.Objective(expr=sum(v for v in variables if not v.is_integer()))
-        _solve_lp(model, threads)
+        if not _solve_lp(model, threads):
+            restore(model, kept)
     finally:
         for name in ("polish_objective", "polish_hold"):
             if hasattr(model, name):

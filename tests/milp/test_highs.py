@@ -33,3 +33,18 @@ def test_restored_incumbent_polishes_to_its_own_objective_after_another_pattern_
     restore(model, kept[Pattern.dp_out])
     assert {key: pyo.value(var) for key, var in model.x.items()} != x_now
     assert polish(model, model.T, threads=1) == pytest.approx(outcomes[Pattern.dp_out], rel=1e-6)
+
+
+def test_polish_keeps_an_incumbent_that_held_only_within_the_tolerances():
+    # An incumbent whose integers, once rounded, make the LP infeasible (here x = 0.5 with 2x = 1): polishing must
+    # not fail the solve; it keeps the incumbent's values and objective.
+    model = pyo.ConcreteModel(name="tolerance")
+    model.x = pyo.Var(domain=pyo.Integers, bounds=(0, 1))
+    model.T = pyo.Var(domain=pyo.NonNegativeReals)
+    model.half = pyo.Constraint(expr=2 * model.x == 1)
+    model.time = pyo.Constraint(expr=model.T >= model.x)
+    model.objective = pyo.Objective(expr=model.T)
+    model.x.set_value(0.5, skip_validation=True)
+    model.T.set_value(0.5)
+    assert polish(model, model.T, threads=1) == pytest.approx(0.5)
+    assert pyo.value(model.x) == pytest.approx(0.5) and not model.x.fixed
