@@ -176,11 +176,13 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
     big = -min(rho) * most  # the floor row already holds dp_exposed - dpi - dpx >= -max_o rho_o C0
+    m.dp_end = pyo.Var(domain=pyo.NonNegativeReals)
+    add_rows(m, "dp_overlap", choice_lower_bounds(m.dp_end - m.dpi - m.dpx, [(rho, c0)], m.u, options, big))
+    add_rows(m, "dp_first_overlap", choice_lower_bounds(m.dp_end - m.dpi0 - m.dpx0, [(rho, c0)], m.u, options, big))
+    m.dp_first = pyo.Constraint(expr=m.dp_end >= m.dpx0)
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
-    add_rows(m, "dp_overlap", choice_lower_bounds(m.dp_exposed - m.dpi - m.dpx, [(rho, c0)], m.u, options, big))
-    add_rows(m, "dp_first_overlap", choice_lower_bounds(m.dp_exposed - m.dpi0 - m.dpx0, [(rho, c0)], m.u, options,
-                                                        big))
-    m.dp_first = pyo.Constraint(expr=m.dp_exposed >= m.dpx0)
+    m.dp_exposed_end = pyo.Constraint(expr=m.dp_exposed >= m.dp_end)
+    m.dp_exposed_start = pyo.Constraint(expr=m.dp_exposed >= m.dp_end + m.first_gather - m.gather0)
 
 
 def gather_wait_per_layer(ctx: ShapeContext, building: str, variant: DPVariant, option: ScheduleOption) -> float:
