@@ -17,13 +17,22 @@ below; `disjunction` rows over the options, shared_def):
     lx[j,s,b]  >= x[j,s] - X_s (1 - nbit[j,b])                 (= x[j,s] nbit[j,b], lx_bit)
     lc[j,s]     = x[j,s] + sum_b 2^b lx[j,s,b]                 (= n[j] x[j,s], layer-cells, lc_def)
     lr[j,s,t]  >= lc[j,s] - N X_s (1 - y[j,t]),  lr >= r       (= n[j] x[j,s] y[j,t], lr_y and lr_r; N = L-p+1)
-With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction):
+When the bytes move (`timed_volumes`, as the replay moves them): the reduction and DDP / HSDP's gradient
+all-gather (G_end = G_v, else 0) at the end of the step; FSDP's parameter gathers before the op that needs them,
+prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshard-after-forward, 0 without), and
+the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
+    dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])   (dp_load)
+    gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
+With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction), rows link_time:
     busy[a] >= (m pp[a] + dp[a]) / (c_l eta[l,t]) - M (1 - z[l,t])   the link carries one iteration's bytes
-    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= xfer[a]   ... and one microbatch per cycle
+    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t])               one microbatch's sends ...
+    gcyc[a] >= (pp[a] + gxm[a]) / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= gcyc[a] (link_cycle; cycle >= xfer[a]
+                                  without FSDP)                      ... and gathers, once per cycle
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx     >= dp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
-Stage 0's own share (dp0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
+    dpx     >= dpe[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    first_gather >= gx1[a] / (c_l eta[l,t]) - M (1 - z[l,t])   (`iteration`: exposed at the start)
+Stage 0's own share (dpe0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
 when the pipeline's last backward ends (`iteration`).
 """
 
