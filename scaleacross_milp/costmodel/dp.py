@@ -43,11 +43,22 @@ class CrossPhases:
       DDP / HSDP       1 all-gather of gradients (ratio 1) + 1 reduce-scatter   (= one all-reduce)
       fsdp-no-reshard  1 all-gather of beta-byte params (ratio beta/grad_bytes) + 1 reduce-scatter of grads
       fsdp             2*m all-gathers of params (forward and backward of every microbatch) + 1 reduce-scatter
+    When they happen: the reduce-scatter and DDP / HSDP's gradient all-gather at the end of the step, after the
+    backward; FSDP's parameter all-gathers before the op that needs them (`params_before_ops`), prefetched behind
+    compute: `gathers_per_microbatch` of them per microbatch (2 under reshard-after-forward, 0 without reshard,
+    whose one gather per stage precedes its first forward).
     """
 
     gather_phases: int
     gather_bytes_per_grad_byte: float
     reduce_phases: int
+    params_before_ops: bool = False
+    gathers_per_microbatch: int = 0
+
+    @property
+    def end_gather_phases(self) -> int:
+        """Gather phases left at the end of the step (the all-reduce's all-gather; none for FSDP's parameters)."""
+        return 0 if self.params_before_ops else self.gather_phases
 
     @property
     def grad_copies(self) -> float:
@@ -63,8 +74,8 @@ def dp_cross_phases(
     if variant.mode in (DPMode.ddp, DPMode.hsdp):
         return CrossPhases(1, 1.0, 1)
     if variant.mode is DPMode.fsdp_no_reshard:
-        return CrossPhases(1, param_ratio, 1)
-    return CrossPhases(2 * microbatches, param_ratio, 1)
+        return CrossPhases(1, param_ratio, 1, params_before_ops=True)
+    return CrossPhases(2 * microbatches, param_ratio, 1, params_before_ops=True, gathers_per_microbatch=2)
 
 
 def hierarchical_time_s(

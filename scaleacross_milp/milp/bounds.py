@@ -31,7 +31,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.iteration import gather_passes
-from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
+from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb, timed_volumes
 from scaleacross_milp.spec.search import DPMode
 
 
@@ -189,8 +189,9 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     Whole stages fit in r buildings only W(r) times (sum of the r largest floor(cells_k / D)); the fewest buildings
     holding all p is B. With no stage split, r >= B: (PP(B), 0). Otherwise, for r < B, at least
     s = max(1, p - W(r)) stages are split; a split stage j held by h >= 2 buildings moves (G_v + Q_v)(h - 1) S_j
-    GB over the links (`traffic`: S_j the stage's gradient GB at the average layer count), and dpx >= dp[a] /
-    (c eta)_a on every arc, so dpx >= sum_a dp[a] / sum_a (c eta)_a >= s (G_v + Q_v) S_min / (2 sum_l (c eta)_l);
+    GB over the links at the end of the step (`traffic`: S_j the stage's gradient GB at the average layer count, G_v
+    the gathers left at the end, `timed_volumes`: none of FSDP's parameter gathers), and dpx >= dpe[a] / (c eta)_a
+    on every arc, so dpx >= sum_a dpe[a] / sum_a (c eta)_a >= s (G_v + Q_v) S_min / (2 sum_l (c eta)_l);
     its minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_min over its links, and dpx >= 2 lambda_min:
     (PP(r), max of these)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
@@ -212,7 +213,8 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
                               for k in ctx.buildings), reverse=True))
     needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
-    gather, reduce = cross_volumes(ctx, ctx.variants.index(variant))
+    v = ctx.variants.index(variant)
+    gather, reduce = timed_volumes(ctx, v)[0], cross_volumes(ctx, v)[1]
     stage_gb = min(stage_grad_gb(ctx, j, option.layer_granularity, option) for j in range(p))
     into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
     lam = 2 * min(routes.latency_s.values())

@@ -194,13 +194,15 @@ class _Builder:
         for k, a in enumerate(ops):
             stage = work.stages[a.stage]
             gathers = []
-            if self.level.all_gathers and mode is not DPMode.ddp and stage.all_gather_s > 0 and (
+            if self.level.all_gathers and mode is not DPMode.ddp and (stage.all_gather_s > 0 or self._pull(rank)) and (
                     (a.kind in ("F", "I", "B") and mode is not DPMode.fsdp_no_reshard) or first_forward.get(
                         a.stage) == k):
                 prefetch = compute_nodes[k - 2] if k >= 2 else None
-                comm = self.g.add(FIXED, stage.all_gather_s, comm_track, f"all-gather {a.stage}", "dp",
-                                  (comm, prefetch))
-                gathers = [comm, *self._cross_gathers(g, rank, a, (prefetch,))]
+                if stage.all_gather_s > 0:
+                    comm = self.g.add(FIXED, stage.all_gather_s, comm_track, f"all-gather {a.stage}", "dp",
+                                      (comm, prefetch))
+                    gathers.append(comm)
+                gathers += self._cross_gathers(g, rank, a, (prefetch,))
             duration = stage.op_s(a.kind)
             tp_cp, ep = stage.comm_s(a.kind)
             totals = [totals[0] + duration - tp_cp - ep, totals[1] + tp_cp, totals[2] + ep]
@@ -252,18 +254,24 @@ class _Builder:
         self.arrival[key] = xfer
         return occupy
 
+    def _pull(self, rank: int) -> dict[tuple[str, str], float]:
+        """`shard_pull` of `rank`'s cells (cached): empty when they sit in one building or every shard group does."""
+        if rank not in self.pulls:
+            cells = self.r.cells(rank)
+            self.pulls[rank] = shard_pull(cells, sum(cells.values()) // self.r.variant.replicas) if len(
+                cells) > 1 else {}
+        return self.pulls[rank]
+
     def _cross_gathers(self, g: int, rank: int, a: Action, preds) -> list[int]:
         """All-gather traffic this pattern's cells of `rank` pull from other buildings before action `a`: the
         building's share `shard_pull` of a parameter copy, split over its patterns by their cells."""
-        cells = self.r.cells(rank)
-        if len(cells) < 2:
+        pull = self._pull(rank)
+        if not pull:
             return []
+        cells = self.r.cells(rank)
         pattern, shape = self.r.patterns[g], self.r.layout.shape
         dst = pattern.buildings[rank]
         mine = pattern.pipelines / shape.ep
-        if rank not in self.pulls:
-            self.pulls[rank] = shard_pull(cells, sum(cells.values()) // self.r.variant.replicas)
-        pull = self.pulls[rank]
         stage = self.w.rank(dst, rank).stages[a.stage]
         nodes = []
         for src in cells:

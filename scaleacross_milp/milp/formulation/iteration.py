@@ -19,10 +19,14 @@ DP synchronisation is hierarchical (inside buildings, then across); the last bac
 it, layer by layer as its gradients become final (rho_o: that op's share of a stage's time under schedule o, the
 fused backward I + W, or W alone in zero-bubble schedules). Stage 0's cross-building part starts only once its
 intra-building reduction is done, after that op, so nothing hides it (dpi0, dpx0: stage 0's own terms):
-    dp_exposed >= dpi + dpx - rho_o C0 - M (1 - u[o]),    dp_overlap (choice-free floor: max_o rho_o)
-    dp_exposed >= dpi0 + dpx0 - rho_o C0 - M (1 - u[o]),  dp_first_overlap;   dp_exposed >= dpx0,  dp_first
+    dp_end >= dpi + dpx - rho_o C0 - M (1 - u[o]),    dp_overlap (choice-free floor: max_o rho_o)
+    dp_end >= dpi0 + dpx0 - rho_o C0 - M (1 - u[o]),  dp_first_overlap;   dp_end >= dpx0,  dp_first
     C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
-(C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap)
+(C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap). FSDP's first
+cross-building parameter gather (`traffic`: first_gather) runs at the start beside stage 0's own (gather0, below),
+so the start exposes the larger of the two:
+    dp_exposed >= dp_end  (dp_exposed_end),   dp_exposed >= dp_end + first_gather - gather0  (dp_exposed_start)
+(dp_exposed + gather0 >= dp_end + max(gather0, first_gather); raising gather0 cannot lower the sum).
 FSDP / HSDP re-gather a stage's parameters before each forward and backward pass (reshard after forward; a per-layer
 all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up. Every
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
@@ -169,18 +173,21 @@ def overlap_share(ctx: ShapeContext, option: ScheduleOption) -> float:
 
 
 def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Var dp_exposed >= the DP synchronisation left after stage 0's last backward op (module docstring)."""
+    """Vars dp_end >= the DP synchronisation left after stage 0's last backward op, dp_exposed >= dp_end plus the
+    first cross-building gather beyond gather0 (module docstring)."""
     options = list(m.O)
     rho = [-overlap_share(ctx, ctx.options[o]) for o in options]
     c0 = first_stage_floor(m, ctx)
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
     big = -min(rho) * most  # the floor row already holds dp_exposed - dpi - dpx >= -max_o rho_o C0
+    m.dp_end = pyo.Var(domain=pyo.NonNegativeReals)
+    add_rows(m, "dp_overlap", choice_lower_bounds(m.dp_end - m.dpi - m.dpx, [(rho, c0)], m.u, options, big))
+    add_rows(m, "dp_first_overlap", choice_lower_bounds(m.dp_end - m.dpi0 - m.dpx0, [(rho, c0)], m.u, options, big))
+    m.dp_first = pyo.Constraint(expr=m.dp_end >= m.dpx0)
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
-    add_rows(m, "dp_overlap", choice_lower_bounds(m.dp_exposed - m.dpi - m.dpx, [(rho, c0)], m.u, options, big))
-    add_rows(m, "dp_first_overlap", choice_lower_bounds(m.dp_exposed - m.dpi0 - m.dpx0, [(rho, c0)], m.u, options,
-                                                        big))
-    m.dp_first = pyo.Constraint(expr=m.dp_exposed >= m.dpx0)
+    m.dp_exposed_end = pyo.Constraint(expr=m.dp_exposed >= m.dp_end)
+    m.dp_exposed_start = pyo.Constraint(expr=m.dp_exposed >= m.dp_end + m.first_gather - m.gather0)
 
 
 def gather_wait_per_layer(ctx: ShapeContext, building: str, variant: DPVariant, option: ScheduleOption) -> float:

@@ -17,13 +17,22 @@ below; `disjunction` rows over the options, shared_def):
     lx[j,s,b]  >= x[j,s] - X_s (1 - nbit[j,b])                 (= x[j,s] nbit[j,b], lx_bit)
     lc[j,s]     = x[j,s] + sum_b 2^b lx[j,s,b]                 (= n[j] x[j,s], layer-cells, lc_def)
     lr[j,s,t]  >= lc[j,s] - N X_s (1 - y[j,t]),  lr >= r       (= n[j] x[j,s] y[j,t], lr_y and lr_r; N = L-p+1)
-With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction):
+When the bytes move (`timed_volumes`, as the replay moves them): the reduction and DDP / HSDP's gradient
+all-gather (G_end = G_v, else 0) at the end of the step; FSDP's parameter gathers before the op that needs them,
+prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshard-after-forward, 0 without), and
+the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
+    dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])   (dp_load)
+    gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
+With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction), rows link_time:
     busy[a] >= (m pp[a] + dp[a]) / (c_l eta[l,t]) - M (1 - z[l,t])   the link carries one iteration's bytes
-    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= xfer[a]   ... and one microbatch per cycle
+    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t])               one microbatch's sends ...
+    gcyc[a] >= (pp[a] + gxm[a]) / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= gcyc[a] (link_cycle; cycle >= xfer[a]
+                                  without FSDP)                      ... and gathers, once per cycle
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx     >= dp[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
-Stage 0's own share (dp0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
+    dpx     >= dpe[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    first_gather >= gx1[a] / (c_l eta[l,t]) - M (1 - z[l,t])   (`iteration`: exposed at the start)
+Stage 0's own share (dpe0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
 when the pipeline's last backward ends (`iteration`).
 """
 
@@ -31,7 +40,7 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.costmodel.dp import dp_cross_phases
+from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
@@ -62,13 +71,28 @@ def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None,
     return n * layer_grad_gb(ctx) + fixed_grad_gb(ctx, j, option)
 
 
-def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
-    """(gather, reduce) volumes of DP variant v across buildings per step, in gradient-sized units."""
+def cross_phases(ctx: ShapeContext, v: int) -> CrossPhases:
+    """The cross-building phases of DP variant v (`costmodel.dp.CrossPhases`)."""
     training = ctx.instance.training
-    phases = dp_cross_phases(
+    return dp_cross_phases(
         ctx.variants[v], ctx.shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element
     )
+
+
+def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
+    """(gather, reduce) volumes of DP variant v across buildings per step, in gradient-sized units."""
+    phases = cross_phases(ctx, v)
     return phases.gather_phases * phases.gather_bytes_per_grad_byte, float(phases.reduce_phases)
+
+
+def timed_volumes(ctx: ShapeContext, v: int) -> tuple[float, float, float]:
+    """(G_end, G_mb, G_1) of DP variant v in gradient-sized units: the gathers left at the end of the step (DDP /
+    HSDP's gradient all-gather), FSDP's parameter gathers per microbatch (on the links in steady state), and the
+    one gather before the first forward (FSDP modes: nothing to prefetch it behind on stage 0)."""
+    phases = cross_phases(ctx, v)
+    ratio = phases.gather_bytes_per_grad_byte
+    return (phases.end_gather_phases * ratio, phases.gathers_per_microbatch * ratio,
+            ratio if phases.params_before_ops else 0.0)
 
 
 def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
@@ -150,25 +174,47 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     variants = list(m.V)
     gathers = [cross_volumes(ctx, v)[0] / cells for v in variants]
     reduces = [cross_volumes(ctx, v)[1] / cells for v in variants]
-    m.dp0 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+    timed = [[volume / cells for volume in timed_volumes(ctx, v)] for v in variants]
+    ends, per_mb, firsts = ([t[i] for t in timed] for i in range(3))
+    m.dpe = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+    m.dpe0 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+    streamed = any(per_mb)
+    if streamed:
+        m.gxm = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+        m.gcyc = pyo.Var(m.A, domain=pyo.NonNegativeReals)
+        m.cycle.setub(m.cycle.ub + bounds["dp_arc"] / mb * max(ctx.seconds_per_gb.values(), default=0.0))
     m.dpx0 = pyo.Var(domain=pyo.NonNegativeReals)
+    m.first_gather = pyo.Var(domain=pyo.NonNegativeReals)
+    if any(firsts):
+        m.gx1 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
     rows = []
     for a in arcs:
-        for load, shared in ((m.dp[a], m.shared), (m.dp0[a], m.shared0)):
-            owned = sum(shared[s, t] for s, t in over[a])
-            owed = sum(shared[t, s] for s, t in over[a])
-            rows += choice_lower_bounds(load, [(gathers, owned), (reduces, owed)], m.w, variants, bounds["dp_arc"])
+        owned, owed = (sum(m.shared[s, t] for s, t in over[a]), sum(m.shared[t, s] for s, t in over[a]))
+        owned0, owed0 = (sum(m.shared0[s, t] for s, t in over[a]), sum(m.shared0[t, s] for s, t in over[a]))
+        loads = [(m.dp[a], [(gathers, owned), (reduces, owed)]),
+                 (m.dpe[a], [(ends, owned), (reduces, owed)]), (m.dpe0[a], [(ends, owned0), (reduces, owed0)])]
+        if streamed:
+            loads.append((m.gxm[a], [(per_mb, owned)]))
+        if any(firsts):
+            loads.append((m.gx1[a], [(firsts, owned0)]))
+        for load, terms in loads:
+            rows += choice_lower_bounds(load, terms, m.w, variants, bounds["dp_arc"])
     add_rows(m, "dp_load", rows)
 
     rows = []
     for i, d in arcs:
         transports = [(i, t) for t in links[i].transports]
         per_gb = [ctx.seconds_per_gb[i, t] for t in links[i].transports]
-        for lhs, load in ((m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
-                          (m.dpx, m.dp[i, d]), (m.dpx0, m.dp0[i, d])):
+        times = [(m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
+                 (m.dpx, m.dpe[i, d]), (m.dpx0, m.dpe0[i, d])]
+        if streamed:
+            times.append((m.gcyc[i, d], m.pp[i, d] + m.gxm[i, d]))
+        if any(firsts):
+            times.append((m.first_gather, m.gx1[i, d]))
+        for lhs, load in times:
             rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
     add_rows(m, "link_time", rows)
-    m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= m.xfer[i, d])
+    m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= (m.gcyc[i, d] if streamed else m.xfer[i, d]))
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
     m.dp_latency = pyo.Constraint(
