@@ -42,7 +42,7 @@ def test_polish_keeps_an_incumbent_that_held_only_within_the_tolerances():
     model.x = pyo.Var(domain=pyo.Integers, bounds=(0, 1))
     model.T = pyo.Var(domain=pyo.NonNegativeReals)
     model.half = pyo.Constraint(expr=2 * model.x == 1)
-    model.time = pyo.Constraint(expr=model.T >= model.x)
+    model.time = pyo.Constraint(expr=model.x <= model.T)
     model.objective = pyo.Objective(expr=model.T)
     model.x.set_value(0.5, skip_validation=True)
     model.T.set_value(0.5)

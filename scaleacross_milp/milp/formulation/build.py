@@ -15,7 +15,7 @@ from scaleacross_milp.milp.formulation.iteration import add_iteration
 from scaleacross_milp.milp.formulation.memory import add_memory
 from scaleacross_milp.milp.formulation.pipeline import add_pipeline
 from scaleacross_milp.milp.formulation.placement import add_placement
-from scaleacross_milp.milp.formulation.traffic import GB, add_traffic, cross_volumes, stage_grad_gb
+from scaleacross_milp.milp.formulation.traffic import GB, add_traffic, cross_volumes, stage_grad_gb, timed_volumes
 
 
 def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
@@ -34,7 +34,8 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     dp_arc = max(volumes) * sum(stage_grad_gb(ctx, j) for j in range(p)) * max(len(ks) - 1, 1)
     slowest = max(ctx.seconds_per_gb.values(), default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
-    cycle = p * stage_ub + 2 * chi * p * latency + pp_arc * slowest
+    streamed = any(timed_volumes(ctx, v)[1] for v in range(len(ctx.variants)))  # FSDP gathers load every cycle
+    cycle = p * stage_ub + 2 * chi * p * latency + (pp_arc + (dp_arc / mb if streamed else 0.0)) * slowest
     pipeline = mb * cycle + p * stage_ub + 2 * (chi * (p - 1) + omega) * latency
     return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline}
 

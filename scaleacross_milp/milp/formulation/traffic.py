@@ -182,7 +182,6 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     if streamed:
         m.gxm = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
         m.gcyc = pyo.Var(m.A, domain=pyo.NonNegativeReals)
-        m.cycle.setub(m.cycle.ub + bounds["dp_arc"] / mb * max(ctx.seconds_per_gb.values(), default=0.0))
     m.dpx0 = pyo.Var(domain=pyo.NonNegativeReals)
     m.first_gather = pyo.Var(domain=pyo.NonNegativeReals)
     if any(firsts):
