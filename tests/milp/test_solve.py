@@ -39,7 +39,7 @@ def test_single_gpu_group_without_pipeline_is_m_times_the_model(tiny):
     expected = 16 * per_microbatch + costs.dp_intra[ddp].stage_s(32) + optimizer
     backward = (costs.layer.backward_input_s + costs.layer.backward_weight_s) / costs.layer.total_s
     # DP sync (zero-sized group here) may hide behind the last backward: the optimum is the compute + optimizer.
-    assert plan.prediction.iteration_s <= expected + 1e-9
+    assert plan.prediction.iteration_s <= expected * (1 + 1e-8)  # HiGHS solves to a 1e-7 feasibility tolerance
     assert plan.prediction.iteration_s >= 16 * per_microbatch + optimizer - backward * per_microbatch - 1e-9
     assert plan.links == []
     assert_proven(plan, 0.0)
