@@ -18,16 +18,19 @@ counts are capped at m.) A wrap crossing is interleaving's hop from the last ran
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scaleacross_milp.costmodel.costs import OpTimes
 from scaleacross_milp.spec.search import Schedule
 
 
+@lru_cache(maxsize=1024)
 def loop_map(p: int, v: int) -> tuple[int, ...]:
     """Virtual stage s of p * v on rank s mod p (1F1B, GPipe, ZB-H1, interleaved)."""
     return tuple(s % p for s in range(p * v))
 
 
+@lru_cache(maxsize=1024)
 def v_map(p: int) -> tuple[int, ...]:
     """Virtual stage s of 2p on rank s for s < p and on rank 2p - 1 - s above (ZB-V)."""
     return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))

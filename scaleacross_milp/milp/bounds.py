@@ -144,8 +144,8 @@ def stage_floors_s(ctx: ShapeContext, head: int | None = None) -> tuple[float, f
         return min(total for total, _ in floors), min(cycle for _, cycle in floors)
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
-    fixed = [min(ctx.stage_fixed_floor_s(j, k, head) for k in ctx.buildings) for j in range(p)]
-    total = layers * tau + sum(fixed)
+    fixed = ctx.stage_fixed_table[ctx.head_options(head)].min(axis=(0, 2))
+    total = layers * tau + float(fixed.sum())
     return total, max(total / p, cycle_floor_s(ctx, head))
 
 

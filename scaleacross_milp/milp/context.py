@@ -119,9 +119,9 @@ class ShapeContext:
         stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""
         return option.stage_map(self.shape.pp)[-1]
 
-    def head_options(self, j: int) -> list[int]:
-        """Indices of the schedule options whose LM head runs on stage j."""
-        return [o for o, option in enumerate(self.options) if self.head_stage(option) == j]
+    def head_options(self, j: int | None) -> list[int]:
+        """Indices of the schedule options whose LM head runs on stage j (every option when j is None)."""
+        return [o for o, option in enumerate(self.options) if j is None or self.head_stage(option) == j]
 
     def stage_time_terms(self, j: int, k: str, option: ScheduleOption | None = None) -> tuple[float, float]:
         """(seconds per layer, fixed seconds) of stage j in building k for one microbatch under `option`
@@ -141,19 +141,28 @@ class ShapeContext:
         return sum((s < last and rank[s + 1] != j) + (s > 0 and rank[s - 1] != j)
                    for s in range(len(rank)) if rank[s] == j)
 
+    @cached_property
+    def stage_fixed_table(self) -> np.ndarray:
+        """fixed[o, j, k]: seconds of stage j in building k per microbatch under option o (`self.options`,
+        `self.buildings` order) beyond its layers: its intra-building sends (`stage_sends`), the embedding on stage 0
+        and the LM head and loss on `head_stage`."""
+        gpus = [self.gpu(k) for k in self.buildings]
+        send = np.array([gpu.p2p_intra_s for gpu in gpus])
+        table = np.zeros((len(self.options), self.shape.pp, len(gpus)))
+        for o, option in enumerate(self.options):
+            table[o] = np.array([self.stage_sends(j, option) for j in range(self.shape.pp)])[:, None] * send
+            table[o, 0] += [gpu.first_stage_extra.total_s for gpu in gpus]
+            table[o, self.head_stage(option)] += [gpu.last_stage_extra.total_s for gpu in gpus]
+        return table
+
     def stage_fixed_s(self, j: int, k: str, option: ScheduleOption) -> float:
-        """Fixed seconds of stage j in building k per microbatch under `option`: its intra-building sends
-        (`stage_sends`), the embedding on stage 0, and the LM head and loss on `head_stage`."""
-        gpu = self.gpu(k)
-        fixed = self.stage_sends(j, option) * gpu.p2p_intra_s
-        if j == 0:
-            fixed += gpu.first_stage_extra.total_s
-        return fixed + (gpu.last_stage_extra.total_s if j == self.head_stage(option) else 0.0)
+        """Fixed seconds of stage j in building k per microbatch under `option` (`stage_fixed_table`)."""
+        return float(self.stage_fixed_table[self.options.index(option), j, self.buildings.index(k)])
 
     def stage_fixed_floor_s(self, j: int, k: str, head: int | None = None) -> float:
         """The least fixed seconds of stage j in building k over the shape's schedule options (those running the
         LM head on stage `head`, when given)."""
-        return min(self.stage_fixed_s(j, k, o) for o in self.options if head is None or self.head_stage(o) == head)
+        return float(self.stage_fixed_table[self.head_options(head), j, self.buildings.index(k)].min())
 
     @property
     def chunk_counts(self) -> list[int]:
