@@ -72,7 +72,8 @@ def test_every_bundled_instance_is_checked():
     assert set(OWN_TIME_LIMIT) <= set(BUNDLED)
 
 
-@pytest.mark.parametrize("name", BUNDLED)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in OWN_TIME_LIMIT else name
+                                  for name in BUNDLED])
 def test_bundled_instance_agrees_or_is_explained(name, solved):
     instance, plan = solved(name)
     check(plan, instance)
