@@ -20,7 +20,7 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="folder to write the instances to (created if missing)")
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--size", type=Size, default=Size.medium, choices=list(Size))
+    parser.add_argument("--size", type=Size, default=Size.medium, choices=list(Size), metavar="{small,medium,large}")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     args = parser.parse_args()
 

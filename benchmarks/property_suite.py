@@ -464,7 +464,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=200, help="generated instances (seeds first-seed ...)")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--size", type=Size, default=Size.medium, choices=list(Size))
+    parser.add_argument("--size", type=Size, default=Size.medium, choices=list(Size), metavar="{small,medium,large}")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solve; default: the instance's")
     parser.add_argument("--threads", type=int, default=1, help="HiGHS threads per solve")
     parser.add_argument("--csv", type=Path, default=None, help="write the per-instance rows here")
