@@ -12,6 +12,10 @@ from scaleacross_milp.spec.instance import Instance
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+A100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
+        "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
+B200 = {"peak_dense_tflops": {"bf16": 2250}, "hbm_gib": 180, "hbm_tbyte_s": 8.0, "nvlink_domain_gpus": 8,
+        "nvlink_gbyte_s": 900, "nic_gbit_s": 400}
 H100 = {"peak_dense_tflops": {"bf16": 989}, "hbm_gib": 79.6, "hbm_tbyte_s": 3.35,
         "nvlink_domain_gpus": 8, "nvlink_gbyte_s": 370, "nic_gbit_s": 400}
 
@@ -45,13 +49,13 @@ def assert_input_error() -> Callable[..., None]:
 
 def _small_instance(buildings=None, links=None, search=None, *, gpus: int, batch: int, search_defaults: dict,
                     gpu_types: dict | None = None, **training) -> Instance:
-    """A Llama 3 8B job on H100s (or `gpu_types`), from keyword overrides (one building of `gpus` GPUs unless
-    given)."""
+    """A Llama 3 8B job on H100s, from keyword overrides (one building of `gpus` GPUs unless given); buildings may
+    also name the `a100` and `b200` types (datasheet figures above) or types of their own in `gpu_types`."""
     data = {
         "name": "tiny",
         "model": json.loads((ROOT / "models" / "llama3-8b.json").read_text()),
         "training": {"seq_len": 8192, "global_batch_sequences": batch, "recompute": "selective", **training},
-        "gpu_types": {"h100": H100, **(gpu_types or {})},
+        "gpu_types": {"h100": H100, "a100": A100, "b200": B200, **(gpu_types or {})},
         "topology": {"buildings": buildings or [{"name": "A", "gpus": gpus, "gpu_type": "h100"}],
                      "links": links or []},
         "search": {**search_defaults, **(search or {})},

@@ -201,12 +201,10 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
 def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(tiny):
     # One H100 node and one A100 node, TP8 PP2 DP1: each node holds exactly one stage, so one of the two stages runs
     # on the A100s. The smallest cycle is the best integer split with one stage on each type, not both on H100.
-    a100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
-            "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
     instance = tiny(buildings=[{"name": "fast", "gpus": 8, "gpu_type": "h100"},
                                {"name": "slow", "gpus": 8, "gpu_type": "a100"}],
                     links=[{"a": "fast", "b": "slow", "capacity_gbit_s": 3200, "distance_km": 1}],
-                    gpu_types={"a100": a100}, search={"schedules": ["1f1b"]})
+                    search={"schedules": ["1f1b"]})
     shape = Shape(tp=8, cp=1, ep=1, pp=2, dp=1, micro_batch=1, microbatches=16)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     layers = instance.model_spec.layers

@@ -149,8 +149,6 @@ def test_thread_count_can_change_between_solves(tiny):
     assert second.prediction.iteration_s == pytest.approx(first.prediction.iteration_s, rel=1e-9)
 
 
-A100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
-        "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
 HALL_AND_FAR_COLO = {
     "buildings": [{"name": "hall", "gpus": 64, "gpu_type": "h100"}, {"name": "far", "gpus": 32, "gpu_type": "a100"}],
     "links": [{"a": "hall", "b": "far", "capacity_gbit_s": 400, "distance_km": 600, "loss_rate": 1e-5, "paths": 4,
@@ -163,7 +161,7 @@ def test_search_reaches_plans_that_leave_a_slow_far_building_idle(small_instance
     # optimistic bound, so a bound-ordered search alone meets them first. The plan must still be at least as good
     # as the hall-only sub-instance solved on its own.
     def make(topology):
-        return small_instance(topology["buildings"], topology["links"], gpus=0, batch=96, gpu_types={"a100": A100},
+        return small_instance(topology["buildings"], topology["links"], gpus=0, batch=96,
                               search_defaults={"time_limit_s": 60, "rel_gap": 0.01, "threads": 1})
 
     whole = solve_instance(make(HALL_AND_FAR_COLO))

@@ -69,19 +69,12 @@ def test_eager_kernels_lengthen_the_replayed_compute_by_the_priced_difference(ti
     assert replayed[1].iteration_s > replayed[0].iteration_s + 0.9 * extra
 
 
-A100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
-        "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
-B200 = {"peak_dense_tflops": {"bf16": 2250}, "hbm_gib": 180, "hbm_tbyte_s": 8.0, "nvlink_domain_gpus": 8,
-        "nvlink_gbyte_s": 900, "nic_gbit_s": 400}
-
-
 def test_zb_v_runs_the_lm_head_on_rank_0_with_the_embedding(tiny):
     # ZB-V's V map puts virtual stage 2p - 1 (the LM head and loss) on rank 0: with 2 layers on an A100 rank 0 and
     # 10 on each B200 rank, rank 0 runs 2 A100 layers + embedding + LM head per microbatch, the last rank no head.
     instance = tiny(buildings=[{"name": "slow", "gpus": 16, "gpu_type": "a100"},
                                {"name": "fast", "gpus": 48, "gpu_type": "b200"}],
-                    links=[{"a": "slow", "b": "fast", "capacity_gbit_s": 3200, "distance_km": 5}],
-                    gpu_types={"a100": A100, "b200": B200})
+                    links=[{"a": "slow", "b": "fast", "capacity_gbit_s": 3200, "distance_km": 5}])
     stages = [{"stage": j, "layers": n, "cells_per_building": {b: 2}}
               for j, (n, b) in enumerate([(2, "slow"), (10, "fast"), (10, "fast"), (10, "fast")])]
     layout = Layout(shape={"tp": 8, "pp": 4, "dp": 2, "micro_batch": 1, "microbatches": 16},
