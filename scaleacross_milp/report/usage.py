@@ -25,7 +25,7 @@ from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts, build_shape_costs
 from scaleacross_milp.costmodel.network import link_efficiency
 from scaleacross_milp.spec.instance import Instance
-from scaleacross_milp.spec.plan import BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, StageMemoryUse, Usage
+from scaleacross_milp.spec.plan import BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, Usage
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Link
 from scaleacross_milp.verify.layout import GIB, ResolvedLayout, inflight_microbatches
@@ -44,11 +44,9 @@ def plan_usage(instance: Instance, resolved: ResolvedLayout, iteration_s: float 
             used[name] += cells * shape.cell_gpus
     buildings = [BuildingUse(name=b.name, gpu_type=b.gpu_type, gpus=b.gpus, used_gpus=used[b.name])
                  for b in instance.topology.buildings]
-    rows = [StageMemoryUse(stage=r.stage, building=r.building, gpu_type=r.gpu_type, used_gib=r.needed_bytes / GIB,
-                           usable_gib=r.usable_bytes / GIB) for r in resolved.memory]
     idle, suggestions = _idle(instance, resolved, buildings, iteration_s, solve)
     return Usage(gpus=sum(b.gpus for b in buildings), used_gpus=sum(used.values()), buildings=buildings,
-                 memory=rows, idle=idle, suggestions=suggestions, infeasible=list(resolved.infeasible))
+                 memory=list(resolved.memory), idle=idle, suggestions=suggestions, infeasible=list(resolved.infeasible))
 
 
 def largest_dp(instance: Instance, shape: Shape) -> int:

@@ -19,28 +19,12 @@ from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import InputError, Instance
-from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StagePlacement
+from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StageMemoryUse, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 from scaleacross_milp.verify.actions import ScheduleActions, build_actions, read_csv
 
 GIB = 2**30
-
-
-@dataclass(frozen=True)
-class StageMemory:
-    """Per-GPU HBM of one stage in one building: needed (activations in flight under the schedule + states under
-    the DP variant) and usable on the building's GPU type (HBM x usable fraction)."""
-
-    stage: int
-    building: str
-    gpu_type: str
-    needed_bytes: float
-    usable_bytes: float
-
-    @property
-    def free_bytes(self) -> float:
-        return self.usable_bytes - self.needed_bytes
 
 
 class InfeasibleLayout(InputError):
@@ -73,7 +57,7 @@ class ResolvedLayout:
     patterns: tuple[Pattern, ...]
     transports: dict[str, Transport]
     notes: tuple[str, ...]
-    memory: tuple[StageMemory, ...] = ()
+    memory: tuple[StageMemoryUse, ...] = ()
     """Per-GPU HBM needed and usable, per stage and building holding it."""
     infeasible: tuple[str, ...] = ()
     """What the hardware cannot run (memory, NVLink domain, building capacity), one binding figure each."""
@@ -138,7 +122,7 @@ def inflight_microbatches(schedule: Schedule | None, actions: ScheduleActions) -
 
 
 def stage_memory(instance: Instance, shape: Shape, variant: DPVariant, inflight: list[float],
-                 stages: list[StagePlacement], head_stage: int) -> tuple[StageMemory, ...]:
+                 stages: list[StagePlacement], head_stage: int) -> tuple[StageMemoryUse, ...]:
     """Per stage j and building k holding it: memory.stage_bytes(j, layers_j, inflight_j) against the usable
     HBM of k's GPU type (the LM head on `head_stage`)."""
     costs = build_shape_costs(instance, shape, [variant])
@@ -147,13 +131,14 @@ def stage_memory(instance: Instance, shape: Shape, variant: DPVariant, inflight:
         needed = memory.stage_bytes(costs, variant, j, stage.layers, inflight[j], head_stage)
         for name in stage.cells_per_building:
             gpu_type = instance.topology.building(name).gpu_type
-            rows.append(StageMemory(j, name, gpu_type, needed, costs.per_gpu_type[gpu_type].hbm_usable_bytes))
+            rows.append(StageMemoryUse(stage=j, building=name, gpu_type=gpu_type, used_gib=needed / GIB,
+                                       usable_gib=costs.per_gpu_type[gpu_type].hbm_usable_bytes / GIB))
     return tuple(rows)
 
 
-def _memory_problems(use: tuple[StageMemory, ...]) -> list[str]:
-    return [f"stages[{row.stage}] in {row.building}: {row.needed_bytes / GIB:.1f} GiB needed per GPU > "
-            f"{row.usable_bytes / GIB:.1f} GiB usable ({row.gpu_type})" for row in use if row.free_bytes < 0]
+def _memory_problems(use: tuple[StageMemoryUse, ...]) -> list[str]:
+    return [f"stages[{row.stage}] in {row.building}: {row.used_gib:.1f} GiB needed per GPU > "
+            f"{row.usable_gib:.1f} GiB usable ({row.gpu_type})" for row in use if row.free_gib < 0]
 
 
 def _nvlink_problems(instance: Instance, shape: Shape, stages: list[StagePlacement]) -> list[str]:

@@ -84,8 +84,8 @@ def test_memory_per_stage_matches_the_hand_count(tiny):
     fixed = (2 * EMBEDDING + 4096) / 8 * STATE + 8192 * 128_256 / 8 * 6
     [row] = resolved.memory
     assert (row.stage, row.building, row.gpu_type) == (0, "A", "h100")
-    assert row.needed_bytes == pytest.approx(layers + fixed)  # 17.8 GiB
-    assert row.usable_bytes == pytest.approx(79.6 * 0.92 * GIB)
+    assert row.used_gib == pytest.approx((layers + fixed) / GIB)  # 17.8 GiB
+    assert row.usable_gib == pytest.approx(79.6 * 0.92)
     assert resolved.infeasible == ()
 
 
