@@ -179,8 +179,8 @@ def _sites(rng: random.Random, count: int) -> list[int]:
 
 def _topology(rng: random.Random, sizes: list[int], gpu_types: list[str], scale: int) -> dict:
     """Buildings by site (each of `gpu_types` used at least once when there are enough buildings); inside a site
-    a chain plus maybe a chord (campus); sites joined by a spanning tree plus maybe one extra link,
-    metro inside a region and continental across regions."""
+    a chain plus maybe a chord (campus); sites joined by a spanning tree plus maybe one extra link (dropped when it
+    would join two buildings already linked), metro inside a region and continental across regions."""
     site_of = _sites(rng, len(sizes))
     sites = sorted(set(site_of))
     region_of_site = {s: rng.choice(["r0", "r1"]) if s else "r0" for s in sites}
@@ -198,9 +198,13 @@ def _topology(rng: random.Random, sizes: list[int], gpu_types: list[str], scale:
     pairs = [(rng.choice(sites[:i]), s) for i, s in enumerate(sites) if i]
     if len(sites) > 2 and rng.random() < 0.5:
         pairs.append((sites[0], sites[-1]))
+    linked = set()
     for s, t in pairs:
         kind = "metro" if region_of_site[s] == region_of_site[t] else "continental"
-        links.append(_link(rng, rng.choice(members[s]), rng.choice(members[t]), kind, scale))
+        a, b = rng.choice(members[s]), rng.choice(members[t])
+        if frozenset((a, b)) not in linked:
+            linked.add(frozenset((a, b)))
+            links.append(_link(rng, a, b, kind, scale))
     return {"buildings": buildings, "links": links}
 
 

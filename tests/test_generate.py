@@ -45,6 +45,8 @@ def test_every_instance_passes_the_contract_within_its_size(size):
         assert all(g % 8 == 0 for g in gpus)
         assert model_params()[instance.model_spec.name] <= bounds.max_params
         assert instance.search.time_limit_s == bounds.time_limit_s
+        ends = [frozenset((link.a, link.b)) for link in instance.topology.links]
+        assert len(ends) == len(set(ends)), f"seed {seed}: two links join the same buildings"
 
 
 def test_medium_covers_the_stated_ranges(medium):
