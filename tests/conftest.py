@@ -1,4 +1,5 @@
-"""Helpers shared by the tests of every package: the CLI's bad-input check and a small-instance builder."""
+"""Helpers shared by the tests of every package: the CLI's bad-input check, a small-instance builder and the
+bundled instances solved once per test session."""
 
 from __future__ import annotations
 
@@ -8,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.milp.solve import solve_instance
+from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.spec.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+BUNDLED = sorted(path.stem for path in (ROOT / "instances").glob("*.json"))
+OWN_TIME_LIMIT = ("two-region-8b-131k-deepseek-v3", "two-region-8b-131k-llama3-405b")
+"""Solved with their own time limit (search.time_limit_s, about 30 s each on 2 cores) and marked slow; the other
+bundled instances with BUNDLED_TIME_LIMIT_S."""
+BUNDLED_TIME_LIMIT_S = 15
 A100 = {"peak_dense_tflops": {"bf16": 312}, "hbm_gib": 79.2, "hbm_tbyte_s": 2.0, "nvlink_domain_gpus": 8,
         "nvlink_gbyte_s": 230, "nic_gbit_s": 200}
 B200 = {"peak_dense_tflops": {"bf16": 2250}, "hbm_gib": 180, "hbm_tbyte_s": 8.0, "nvlink_domain_gpus": 8,
@@ -66,3 +74,28 @@ def _small_instance(buildings=None, links=None, search=None, *, gpus: int, batch
 @pytest.fixture
 def small_instance() -> Callable[..., Instance]:
     return _small_instance
+
+
+def bundled_params() -> list:
+    """The bundled instances' names as pytest parameters, the 131,072-GPU ones marked slow."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in OWN_TIME_LIMIT else name for name in BUNDLED]
+
+
+@pytest.fixture(scope="session")
+def solved_bundled() -> Callable[[str], tuple[Instance, Plan]]:
+    """name -> (instance, plan), solving each bundled instance once per test session (2 threads)."""
+    plans: dict[str, tuple[Instance, Plan]] = {}
+
+    def get(name: str) -> tuple[Instance, Plan]:
+        if name not in plans:
+            instance = load_instance(ROOT / "instances" / f"{name}.json")
+            limit = None if name in OWN_TIME_LIMIT else BUNDLED_TIME_LIMIT_S
+            plans[name] = instance, solve_instance(instance, time_limit_s=limit, threads=2)
+        return plans[name]
+
+    return get
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/bundled.json from this run's solves instead of comparing with it")

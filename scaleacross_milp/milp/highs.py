@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 
 import highspy
 import pyomo.environ as pyo
@@ -11,17 +13,56 @@ from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 
 
+class MILPStatus(StrEnum):
+    """How one MILP solve ended, in the words the report prints."""
+
+    optimal = "optimal"
+    """Closed within the relative gap asked for."""
+    infeasible = "infeasible"
+    cut_off = "cut off"
+    """Closed: no point beats the cutoff (the incumbent of another shape)."""
+    node_limit = "node limit"
+    time_limit = "time limit"
+    interrupted = "interrupted"
+    """Stopped by HiGHS (an interrupt, or an error after a point was found: the point is kept)."""
+
+
+TERMINATION: dict[TerminationCondition, MILPStatus | None] = {
+    TerminationCondition.convergenceCriteriaSatisfied: MILPStatus.optimal,
+    TerminationCondition.provenInfeasible: MILPStatus.infeasible,
+    TerminationCondition.infeasibleOrUnbounded: MILPStatus.infeasible,
+    TerminationCondition.locallyInfeasible: MILPStatus.infeasible,
+    TerminationCondition.objectiveLimit: MILPStatus.cut_off,
+    TerminationCondition.iterationLimit: MILPStatus.node_limit,
+    TerminationCondition.maxTimeLimit: MILPStatus.time_limit,
+    TerminationCondition.interrupted: MILPStatus.interrupted,
+    TerminationCondition.minStepLength: None,
+    TerminationCondition.unbounded: None,
+    TerminationCondition.error: None,
+    TerminationCondition.licensingProblems: None,
+    TerminationCondition.emptyModel: None,
+    TerminationCondition.unknown: None,
+}
+"""Explicit map from pyomo's termination condition (itself mapped from HiGHS's model status: kOptimal ->
+convergenceCriteriaSatisfied, kObjectiveBound -> objectiveLimit, kSolutionLimit (the node budget) and
+kIterationLimit -> iterationLimit, kTimeLimit -> maxTimeLimit) to ours; None: HiGHS failed (an internal error)."""
+CLOSED = (MILPStatus.optimal, MILPStatus.infeasible, MILPStatus.cut_off)
+
+
 @dataclass(frozen=True)
 class MILPOutcome:
     """What one solve established: `incumbent` is None when no feasible point was found; `bound` is a valid
-    lower bound on the objective (the cutoff itself when HiGHS proved nothing beats the cutoff); `finished` when
-    the solve closed (optimal within the gap, infeasible or cut off) rather than stopping at a node or time limit."""
+    lower bound on the objective (the cutoff itself when HiGHS proved nothing beats the cutoff)."""
 
-    status: str
+    status: MILPStatus
     incumbent: float | None
     bound: float
     wall_s: float
-    finished: bool = True
+
+    @property
+    def finished(self) -> bool:
+        """The solve closed (optimal within the gap, infeasible or cut off) rather than stopping at a limit."""
+        return self.status in CLOSED
 
 
 def model_size(model: pyo.ConcreteModel) -> dict[str, int]:
@@ -71,21 +112,18 @@ def solve_milp(
     feasible = feasible and (cutoff is None or results.incumbent_objective < cutoff)
     if feasible:
         results.solution_loader.load_vars()
-    condition = results.termination_condition
-    if condition in (TerminationCondition.error, TerminationCondition.unknown) and not feasible:
-        raise RuntimeError(f"HiGHS failed on {model.name} ({condition.name}); run with fewer threads or report it")
-    finished = condition in (TerminationCondition.convergenceCriteriaSatisfied, TerminationCondition.provenInfeasible,
-                             TerminationCondition.infeasibleOrUnbounded, TerminationCondition.objectiveLimit)
-    if finished and not feasible and cutoff is None:
-        return MILPOutcome("infeasible", None, float("inf"), wall)
-    if finished and not feasible:  # nothing beats the cutoff
-        return MILPOutcome("cut off", None, cutoff, wall)
+    status = TERMINATION.get(results.termination_condition)
+    if status is None and not feasible:
+        raise RuntimeError(f"HiGHS failed on {model.name} ({results.termination_condition.name}); run with fewer "
+                           "threads or report it")
+    if status in CLOSED and not feasible:
+        closed = MILPStatus.infeasible if cutoff is None else MILPStatus.cut_off  # nothing beats the cutoff
+        return MILPOutcome(closed, None, math.inf if cutoff is None else cutoff, wall)
     bound = results.objective_bound
     bound = max(bound, 0.0) if bound is not None and bound == bound else 0.0
     bound = bound if cutoff is None else min(bound, cutoff)
-    status = "optimal" if feasible and condition == TerminationCondition.convergenceCriteriaSatisfied else (
-        condition.name)
-    return MILPOutcome(status, results.incumbent_objective if feasible else None, bound, wall, finished)
+    return MILPOutcome(status or MILPStatus.interrupted, results.incumbent_objective if feasible else None, bound,
+                       wall)
 
 
 def snapshot(model: pyo.ConcreteModel) -> list[float | None]:

@@ -1,4 +1,5 @@
-"""The HiGHS adapter: an incumbent's values survive later solves on the same model."""
+"""The HiGHS adapter: an incumbent's values survive later solves on the same model; statuses say how a solve
+ended."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.highs import MILPStatus, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape
@@ -48,3 +49,28 @@ def test_polish_keeps_an_incumbent_that_held_only_within_the_tolerances():
     model.T.set_value(0.5)
     assert polish(model, model.T, threads=1) == pytest.approx(0.5)
     assert pyo.value(model.x) == pytest.approx(0.5) and not model.x.fixed
+
+
+
+def cover(weights: list[int]) -> pyo.ConcreteModel:
+    """min T, T >= 1 + sum_i w_i x_i, over binaries x whose weights cover more than half the total."""
+    model = pyo.ConcreteModel(name="cover")
+    model.x = pyo.Var(range(len(weights)), domain=pyo.Binary)
+    model.T = pyo.Var(domain=pyo.NonNegativeReals)
+    chosen = sum(w * model.x[i] for i, w in enumerate(weights))
+    model.cover = pyo.Constraint(expr=chosen >= sum(weights) / 2 + 0.5)
+    model.time = pyo.Constraint(expr=model.T - chosen >= 1)
+    model.obj = pyo.Objective(expr=model.T)
+    return model
+
+
+def test_statuses_say_how_the_solve_ended():
+    # Weights 1, 3, 5, 7 (total 16): the least cover above 8.5 is 9 (1 + 3 + 5), so T = 10.
+    optimal = solve_milp(cover([1, 3, 5, 7]), time_limit_s=30, rel_gap=0.0, threads=1)
+    assert (optimal.status, optimal.incumbent, optimal.finished) == (MILPStatus.optimal, pytest.approx(10.0), True)
+    cut = solve_milp(cover([1, 3, 5, 7]), time_limit_s=30, rel_gap=0.0, threads=1, cutoff=9.5)
+    assert (cut.status, cut.incumbent, cut.bound, cut.finished) == (MILPStatus.cut_off, None, 9.5, True)
+    capped = cover([1, 3, 5, 7])
+    capped.cap = pyo.Constraint(expr=capped.T <= 5)
+    infeasible = solve_milp(capped, time_limit_s=30, rel_gap=0.0, threads=1)
+    assert (infeasible.status, infeasible.incumbent, infeasible.finished) == (MILPStatus.infeasible, None, True)

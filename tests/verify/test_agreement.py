@@ -4,19 +4,12 @@ beyond it is explained by measured effects."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.instance import Instance, load_instance
-from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.verify.verifier import TOLERANCE, verify
+from tests.conftest import BUNDLED, OWN_TIME_LIMIT, bundled_params
 
-ROOT = Path(__file__).resolve().parents[2]
-BUNDLED = sorted(path.stem for path in (ROOT / "instances").glob("*.json"))
-OWN_TIME_LIMIT = ("two-region-8b-131k-deepseek-v3", "two-region-8b-131k-llama3-405b")
-"""Solved with their own time limit (search.time_limit_s, about 30 s each on 2 cores); the others with 15 s."""
 TWO = [{"name": "A", "gpus": 32, "gpu_type": "h100", "pod_gpus": 16, "oversubscription": 2.0},
        {"name": "B", "gpus": 32, "gpu_type": "h100"}]
 
@@ -53,29 +46,13 @@ def check(plan, instance) -> None:
     assert sum(parts.model_dump().values()) == pytest.approx(verification.iteration_s)
 
 
-@pytest.fixture(scope="module")
-def solved():
-    """name -> (instance, plan), solving each bundled instance once per test session."""
-    plans: dict[str, tuple[Instance, Plan]] = {}
-
-    def get(name: str) -> tuple[Instance, Plan]:
-        if name not in plans:
-            instance = load_instance(ROOT / "instances" / f"{name}.json")
-            limit = None if name in OWN_TIME_LIMIT else 15
-            plans[name] = instance, solve_instance(instance, time_limit_s=limit, threads=2)
-        return plans[name]
-
-    return get
-
-
 def test_every_bundled_instance_is_checked():
     assert set(OWN_TIME_LIMIT) <= set(BUNDLED)
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in OWN_TIME_LIMIT else name
-                                  for name in BUNDLED])
-def test_bundled_instance_agrees_or_is_explained(name, solved):
-    instance, plan = solved(name)
+@pytest.mark.parametrize("name", bundled_params())
+def test_bundled_instance_agrees_or_is_explained(name, solved_bundled):
+    instance, plan = solved_bundled(name)
     check(plan, instance)
 
 
