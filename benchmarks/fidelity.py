@@ -20,7 +20,10 @@ from rich.console import Console
 from rich.table import Table
 
 from scaleacross_milp.fidelity.predict import RowPrediction, predict
-from scaleacross_milp.fidelity.rows import DATA, read_rows
+from scaleacross_milp.fidelity.rows import read_rows
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "published" / "training_throughput.csv"
+"""The published runs in the shared data folder next to the repository (../shared/data from its root)."""
 
 
 def summary(name: str, predictions: list[RowPrediction]) -> str:

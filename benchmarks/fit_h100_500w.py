@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fidelity import DATA
+
 from scaleacross_milp.fidelity.hardware import GPU_TYPES
 from scaleacross_milp.fidelity.predict import predict
-from scaleacross_milp.fidelity.rows import DATA, PublishedRow, read_rows
+from scaleacross_milp.fidelity.rows import PublishedRow, read_rows
 from scaleacross_milp.spec.hardware import GPUType
 
 GPU = "h100-96gb-500w"

@@ -1,13 +1,11 @@
-"""Read ../shared/data/published/training_throughput.csv into typed rows (blank cells are None)."""
+"""Read a published-runs CSV (the shared data's published/training_throughput.csv) into typed rows (blank cells
+are None). The package reads only the path it is given."""
 
 from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "published" / "training_throughput.csv"
-"""Where the shared data folder sits next to the repository (../shared/data from the repository root)."""
 
 TUNED_ROWS: tuple[tuple[str, int | None, str], ...] = (
     ("narayanan2021_t1", None, ""),
@@ -60,7 +58,7 @@ _INTS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "gp
          "global_batch")
 
 
-def read_rows(path: Path = DATA) -> list[PublishedRow]:
+def read_rows(path: Path) -> list[PublishedRow]:
     """Every row of the CSV, in file order."""
     with path.open(newline="") as handle:
         out = []
