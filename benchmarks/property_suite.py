@@ -2,7 +2,7 @@
 valid instance.
 
     python benchmarks/property_suite.py [--count 200] [--first-seed 0] [--size medium] [--time-limit S]
-                                        [--threads 1] [--csv out.csv]
+                                        [--threads 1] [--workers 1] [--csv out.csv]
 
 Per instance (scaleacross_milp.generate, seeded), with T the optimizer's replayed (verified) time and TOL the
 verifier's agreement tolerance (verify.verifier.TOLERANCE, 10 %):
@@ -34,10 +34,12 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import multiprocessing
 import signal
 import statistics
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -460,6 +462,12 @@ def write_csv(outcomes: list[Outcome], path: Path) -> None:
         writer.writerows(rows)
 
 
+def timed_check(seed: int, size: Size, time_limit_s: float | None, threads: int) -> tuple[Outcome, float]:
+    """`check_seed` and its wall time in seconds (run in a worker process)."""
+    started = time.perf_counter()
+    return check_seed(seed, size, time_limit_s, threads), time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=200, help="generated instances (seeds first-seed ...)")
@@ -468,18 +476,24 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solve; default: the instance's")
     parser.add_argument("--threads", type=int, default=1, help="HiGHS threads per solve")
     parser.add_argument("--csv", type=Path, default=None, help="write the per-instance rows here")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="instances checked at once, one spawned process each (give each a core: solves are "
+                             "timed)")
     args = parser.parse_args()
 
     console = Console(width=220)
     outcomes = []
-    for seed in range(args.first_seed, args.first_seed + args.count):
-        started = time.perf_counter()
-        outcome = check_seed(seed, args.size, args.time_limit, args.threads)
-        outcomes.append(outcome)
-        console.print(f"seed {seed} {outcome.name}: {outcome.kind} {outcome.status} "
-                      f"({time.perf_counter() - started:.0f} s) {'; '.join(outcome.failures)}", markup=False)
-        if args.csv is not None:
-            write_csv(outcomes, args.csv)
+    seeds = range(args.first_seed, args.first_seed + args.count)
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(timed_check, seed, args.size, args.time_limit, args.threads) for seed in seeds]
+        for future in as_completed(futures):
+            outcome, seconds = future.result()
+            outcomes.append(outcome)
+            console.print(f"seed {outcome.seed} {outcome.name}: {outcome.kind} {outcome.status} ({seconds:.0f} s) "
+                          f"{'; '.join(outcome.failures)}", markup=False)
+            if args.csv is not None:
+                write_csv(sorted(outcomes, key=lambda o: o.seed), args.csv)
+    outcomes.sort(key=lambda o: o.seed)
     console.print(table(outcomes))
     for line in summary(outcomes):
         console.print(line, markup=False)
