@@ -12,9 +12,14 @@ Memory and lower-bound pruning happen in `bounds`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.training import Training
+
+if TYPE_CHECKING:
+    from scaleacross_milp.milp.context import ShapeContext
 
 MIN_TOKENS_PER_CP_RANK = 4096
 """Default CP degrees above 1 keep at least this many tokens of a sequence on each rank (below it CP only adds
@@ -77,3 +82,9 @@ def dp_degrees(training: Training, micro_batch: int, most: int) -> list[tuple[in
     top = min(most, training.largest_batch_sequences // micro_batch)
     pairs = ((dp, training.rounded_microbatches(dp * micro_batch)) for dp in range(1, top + 1))
     return [(dp, m) for dp, m in pairs if m is not None]
+
+
+def per_requested(ctx: ShapeContext) -> float:
+    """B_requested / B_run of the context's shape (`Shape.batch_factor`): its iteration time T times this is the
+    time per requested batch, which the search compares across shapes (T alone within one shape's MILP)."""
+    return ctx.shape.batch_factor(ctx.instance.training.batch_sequences)

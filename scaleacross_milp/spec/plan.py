@@ -105,8 +105,10 @@ class Prediction(Contract):
 
 class SolveStats(Contract):
     status: str
-    incumbent_s: float | None
-    bound_s: float | None
+    incumbent_s: float | None = Field(description="the plan's iteration time, for the batch it runs")
+    bound_s: float | None = Field(description=(
+        "lower bound on the iteration time at the plan's batch: no layout the search allows runs a sequence faster "
+        "than bound_s / the plan's batch (shapes running other batches compared per sequence)"))
     rel_gap: float | None
     wall_s: NonNegativeFloat
     build_s: NonNegativeFloat = Field(0.0, description="screening shapes and building their Pyomo models")
