@@ -59,8 +59,11 @@ def test_batch_that_does_not_divide_leaves_gpus_idle_and_names_the_batch_that_do
     [idle] = usage.idle
     assert (idle.cause, idle.buildings, idle.gpus) == (IdleCause.batch, ["A"], 224)
     assert "DP x micro-batch must divide the global batch of 509 sequences" in idle.detail
+    # rounding 509 to the nearest multiple of 8 runs 512: |512 - 509| / 509 = 0.59 %, a tolerance of 0.6 % admits it
     assert usage.suggestions == ["global batch 512 sequences (DP 8 x micro-batch 1 x 64 microbatches) lets this "
-                                 "shape use 256 GPUs instead of 32"]
+                                 "shape use 256 GPUs instead of 32",
+                                 "training.batch_rounding 'nearest' with batch_tolerance >= 0.6 % lets DP 8 run 512 "
+                                 "sequences for the requested 509 (+0.6 %), using 256 GPUs"]
 
 
 def test_whole_cluster_used_leaves_nothing_idle(tiny):
