@@ -27,7 +27,7 @@ from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.milp.shapes import enumerate_shapes
+from scaleacross_milp.milp.shapes import enumerate_shapes, per_requested
 from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Plan, SolveStats
 
@@ -86,7 +86,7 @@ def screen(instance: Instance) -> tuple[int, Screening]:
             options = [o for o in ctx.options if any(o == po for po, _ in pairs)]
             variants = [v for v in ctx.variants if any(v == pv for _, pv in pairs)]
             ctx = replace(ctx, options=options, variants=variants)
-            result.candidates.append((lower_bound_s(ctx, pairs), ctx))
+            result.candidates.append((lower_bound_s(ctx, pairs) * per_requested(ctx), ctx))
     result.candidates.sort(key=lambda item: item[0])
     return len(shapes), result
 
@@ -96,7 +96,9 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
     if total == 0:
         return InfeasibleInstance(
             f"no shape divides the work: training.global batch of {training.batch_sequences} sequences must be a "
-            f"multiple of DP x micro-batch (search.micro_batch_sizes {search.micro_batch_sizes}), and TP "
+            f"multiple of DP x micro-batch (search.micro_batch_sizes {search.micro_batch_sizes}) or within "
+            f"training.batch_tolerance of one under training.batch_rounding "
+            f"'{training.batch_rounding.value}', and TP "
             f"(search.tp_degrees) must divide model.heads and fit the NVLink domain"
         )
     if screening.no_memory:
@@ -130,6 +132,7 @@ class Incumbent:
     on the same model, with other patterns fixed, overwrite the values it holds)."""
 
     objective: float
+    """T x B_requested / B_run (`per_requested`): comparable across shapes that run different batches."""
     model: object
     ctx: ShapeContext
     size: dict[str, int]
@@ -204,7 +207,8 @@ class ShapeSearch:
                 yield i
                 continue
             ctx = self.candidates[i][1]
-            self.bounds[i] = max(lower, first_stage_lower_bound_s(ctx, admissible_pairs(ctx)))
+            sharp = first_stage_lower_bound_s(ctx, admissible_pairs(ctx)) * per_requested(ctx)
+            self.bounds[i] = max(lower, sharp)
             self.sharpened.add(i)
             heapq.heappush(queue, (self.bounds[i], i))
 
@@ -219,12 +223,13 @@ class ShapeSearch:
     def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None):
         """One HiGHS solve of shape i's model (as currently fixed) within `nodes`; keeps the best incumbent."""
         model, ctx = self.model(i), self.candidates[i][1]
+        factor = per_requested(ctx)
         outcome = solve_milp(model, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
                              rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
-                             cutoff=None if self.best is None else self.incumbent)
+                             cutoff=None if self.best is None else self.incumbent / factor)
         self.solver_s += outcome.wall_s
-        if outcome.incumbent is not None and outcome.incumbent < self.incumbent:
-            self.best = Incumbent(outcome.incumbent, model, ctx, model_size(model), snapshot(model))
+        if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
+            self.best = Incumbent(outcome.incumbent * factor, model, ctx, model_size(model), snapshot(model))
         return outcome
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
@@ -263,7 +268,7 @@ class ShapeSearch:
                     if not self.promising(self.bounds[i]):
                         continue
                 outcome = self.solve(i, nodes, self.gap)
-                self.bounds[i] = max(self.bounds[i], outcome.bound)
+                self.bounds[i] = max(self.bounds[i], outcome.bound * per_requested(self.candidates[i][1]))
                 if outcome.finished:
                     self.closed.add(i)
                     self.models.pop(i)
@@ -317,7 +322,7 @@ def solve_instance(
         )
     model, ctx = best.model, best.ctx
     restore(model, best.values)
-    incumbent = polish(model, model.T, threads)
+    incumbent, bound = polish(model, model.T, threads), bound / per_requested(ctx)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleacross_milp.spec.plan import Breakdown, Plan, SolveStats, StageMemoryUse, Usage
+from scaleacross_milp.spec.plan import BatchUse, Breakdown, Plan, SolveStats, StageMemoryUse, Usage
 from scaleacross_milp.spec.search import DPMode, Schedule
 
 BREAKDOWN_LABELS = {
@@ -64,7 +64,8 @@ def header_lines(plan: Plan) -> list[str]:
     return [
         f"[bold]Plan for {escape(plan.instance)}[/bold]",
         f"Shape: TP {s.tp}  CP {s.cp}  EP {s.ep}  PP {s.pp}  DP {s.dp}   "
-        f"micro-batch {s.micro_batch} x {s.microbatches} microbatches   GPUs used {s.gpus:,} "
+        f"micro-batch {s.micro_batch} x {s.microbatches} microbatches ({s.batch_sequences:,} sequences)   "
+        f"GPUs used {s.gpus:,} "
         f"(cell = {s.cell_gpus} GPUs)",
         f"Schedule: {schedule_label(plan)}   DP mode: {dp_mode_label(plan)}",
     ]
@@ -169,6 +170,8 @@ def usage_lines(usage: Usage) -> list[str]:
     if usage.infeasible:
         lines.append("[bold red]INFEASIBLE[/bold red] on this hardware, priced anyway: "
                      + escape("; ".join(usage.infeasible)))
+    if usage.batch is not None:
+        lines.append(batch_line(usage.batch))
     share = usage.used_gpus / usage.gpus if usage.gpus else None
     lines.append(f"GPUs used: {usage.used_gpus:,} of {usage.gpus:,} ({percent(share)})")
     idle = [b.name for b in usage.buildings if b.used_gpus == 0]
@@ -178,6 +181,21 @@ def usage_lines(usage: Usage) -> list[str]:
               f"{escape(item.detail)}" for item in usage.idle]
     lines += [f"Cheapest change: {escape(change)}" for change in usage.suggestions]
     return lines
+
+
+def batch_line(batch: BatchUse) -> str:
+    """`Batch: 512 sequences run (requested 509, +0.6 %, rounded up under batch_rounding 'nearest'), N tokens/s on
+    the batch run`."""
+    if batch.run_sequences == batch.requested_sequences:
+        how = "as requested"
+    else:
+        direction = "up" if batch.run_sequences > batch.requested_sequences else "down"
+        how = (f"requested {batch.requested_sequences:,}, {batch.change * 100:+.1f} %, rounded {direction} under "
+               f"batch_rounding '{batch.rounding.value}'")
+    line = f"Batch: {batch.run_sequences:,} sequences run ({how})"
+    if batch.tokens_per_s is not None:
+        line += f", {batch.tokens_per_s:,.0f} tokens/s on the batch run"
+    return line
 
 
 def buildings_table(usage: Usage) -> Table:

@@ -1,14 +1,17 @@
 """What a plan uses of the cluster, what it leaves idle and why, and the cheapest change that would use it.
 
 With u = tp cp pp GPUs per DP replica, c = tp cp ep GPUs per stage cell, B the global batch and b the micro-batch,
-a DP degree d' is possible when ep | d', d' b | B and the cluster holds its cells: pp d'/ep <= sum_k floor(G_k/c).
-GPUs are idle
-  batch   when no possible d' exceeds the plan's d: the batch does not divide (the cheapest change is the batch
-          nearest to B that d_max b divides, d_max the largest d' the cells allow);
+a DP degree d' is possible when ep | d', training.batch_rounding gives d' b a microbatch count m(d' b)
+(`Training.rounded_microbatches`; under `exact`, d' b | B) and the cluster holds its cells:
+pp d'/ep <= sum_k floor(G_k/c). The plan runs B_run = d b m sequences (`BatchUse`: against B, with tokens/s on
+B_run). GPUs are idle
+  batch   when no possible d' exceeds the plan's d: the batch does not divide or round (the cheapest changes: the
+          batch B' nearest to B that d_max b divides, d_max the largest d' the cells allow, or rounding `nearest`
+          with batch_tolerance >= |B' - B| / B);
   cell    when the free GPUs hold no further replica (d_max = d), or in a building whose free GPUs hold less than
           one stage cell;
   memory  in an unused building whose GPU type cannot hold any of the plan's stages;
-  compute in an unused building when the replicas the next possible d' adds (m' = B / (d' b) microbatches per
+  compute in an unused building when the replicas the next possible d' adds (m' = m(d' b) microbatches per
           pipeline, every replica runs the same) would compute no faster than the plan's pipelines:
           m' t_pace >= m max_used t, t a GPU type's time per layer and microbatch, pace the slowest building
           the added cells need when filled fastest type first;
@@ -19,15 +22,18 @@ GPUs are idle
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 
 from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts, build_shape_costs
 from scaleacross_milp.costmodel.network import link_efficiency
 from scaleacross_milp.spec.instance import Instance
-from scaleacross_milp.spec.plan import BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, Usage
+from scaleacross_milp.spec.plan import BatchUse, BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, Usage
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Link
+from scaleacross_milp.spec.training import BatchRounding
 from scaleacross_milp.verify.layout import GIB, ResolvedLayout, inflight_microbatches
 
 GB = 1e9
@@ -45,8 +51,17 @@ def plan_usage(instance: Instance, resolved: ResolvedLayout, iteration_s: float 
     buildings = [BuildingUse(name=b.name, gpu_type=b.gpu_type, gpus=b.gpus, used_gpus=used[b.name])
                  for b in instance.topology.buildings]
     idle, suggestions = _idle(instance, resolved, buildings, iteration_s, solve)
-    return Usage(gpus=sum(b.gpus for b in buildings), used_gpus=sum(used.values()), buildings=buildings,
-                 memory=list(resolved.memory), idle=idle, suggestions=suggestions, infeasible=list(resolved.infeasible))
+    return Usage(gpus=sum(b.gpus for b in buildings), used_gpus=sum(used.values()),
+                 batch=batch_use(instance, shape, iteration_s), buildings=buildings, memory=list(resolved.memory),
+                 idle=idle, suggestions=suggestions, infeasible=list(resolved.infeasible))
+
+
+def batch_use(instance: Instance, shape: Shape, iteration_s: float | None) -> BatchUse:
+    """B_run = dp b m against the requested B, change B_run / B - 1, tokens/s = B_run seq_len / iteration_s."""
+    training, run = instance.training, shape.batch_sequences
+    tokens = run * training.seq_len / iteration_s if iteration_s else None
+    return BatchUse(requested_sequences=training.batch_sequences, run_sequences=run,
+                    rounding=training.batch_rounding, change=run / training.batch_sequences - 1, tokens_per_s=tokens)
 
 
 def largest_dp(instance: Instance, shape: Shape) -> int:
@@ -56,12 +71,10 @@ def largest_dp(instance: Instance, shape: Shape) -> int:
 
 
 def possible_dp(instance: Instance, shape: Shape) -> list[int]:
-    """DP degrees d' <= d_max with ep | d' and d' b | B."""
-    sequences = instance.training.batch_sequences
-    if sequences % shape.micro_batch:
-        return []
-    per_mb = sequences // shape.micro_batch
-    return [d for d in range(shape.ep, largest_dp(instance, shape) + 1, shape.ep) if per_mb % d == 0]
+    """DP degrees d' <= d_max with ep | d' to which the rounding rule gives a microbatch count m(d' b)."""
+    training = instance.training
+    return [d for d in range(shape.ep, largest_dp(instance, shape) + 1, shape.ep)
+            if training.rounded_microbatches(d * shape.micro_batch) is not None]
 
 
 def dividing_batch(instance: Instance, shape: Shape) -> tuple[int, int]:
@@ -104,7 +117,7 @@ def _idle(instance: Instance, resolved: ResolvedLayout, buildings: list[Building
         d = larger[0]
         suggestions.append(
             f"to price using {', '.join(priced)}: evaluate a layout with DP {d} (same TP / CP / EP / PP, micro-batch "
-            f"{shape.micro_batch} x {instance.training.batch_sequences // (d * shape.micro_batch)} microbatches, "
+            f"{shape.micro_batch} x {instance.training.rounded_microbatches(d * shape.micro_batch)} microbatches, "
             f"{d * shape.gpus // shape.dp:,} GPUs) whose extra replicas sit there")
     return _merged(idle), suggestions
 
@@ -159,17 +172,30 @@ def _merged(idle: list[IdleGPUs]) -> list[IdleGPUs]:
 
 
 def _batch_idle(instance: Instance, shape: Shape, free: dict[str, int]) -> tuple[list[IdleGPUs], list[str]]:
-    sequences, b = instance.training.batch_sequences, shape.micro_batch
+    training, b = instance.training, shape.micro_batch
+    sequences = training.batch_sequences
     d_max, batch = dividing_batch(instance, shape)
-    detail = (f"the batch does not divide: DP x micro-batch must divide the global batch of {sequences:,} "
-              f"sequences; with micro-batch {b} no DP degree above {shape.dp} (up to the {d_max:,} the cluster "
-              f"holds at {shape.gpus // shape.dp:,} GPUs per replica) divides it")
+    larger = (f"with micro-batch {b} no DP degree above {shape.dp} (up to the {d_max:,} the cluster holds at "
+              f"{shape.gpus // shape.dp:,} GPUs per replica)")
+    if training.batch_rounding is BatchRounding.exact:
+        detail = (f"the batch does not divide: DP x micro-batch must divide the global batch of {sequences:,} "
+                  f"sequences (training.batch_rounding 'exact'); {larger} divides it")
+    else:
+        detail = (f"the batch does not round: {larger} runs a batch within training.batch_tolerance "
+                  f"{training.batch_tolerance * 100:.1f} % of {sequences:,} sequences under batch_rounding "
+                  f"'{training.batch_rounding.value}'")
     idle = [IdleGPUs(cause=IdleCause.batch, buildings=sorted(free), gpus=sum(free.values()), detail=detail)]
     if d_max <= shape.dp:
         return idle, []
     uses = d_max * shape.gpus // shape.dp
-    return idle, [f"global batch {batch:,} sequences (DP {d_max:,} x micro-batch {b} x {batch // (d_max * b):,} "
-                  f"microbatches) lets this shape use {uses:,} GPUs instead of {shape.gpus:,}"]
+    suggestions = [f"global batch {batch:,} sequences (DP {d_max:,} x micro-batch {b} x {batch // (d_max * b):,} "
+                   f"microbatches) lets this shape use {uses:,} GPUs instead of {shape.gpus:,}"]
+    tolerance = math.ceil(abs(batch - sequences) / sequences * 1000) / 1000
+    if tolerance < 1:
+        suggestions.append(f"training.batch_rounding 'nearest' with batch_tolerance >= {tolerance * 100:.1f} % lets "
+                           f"DP {d_max:,} run {batch:,} sequences for the requested {sequences:,} "
+                           f"({(batch / sequences - 1) * 100:+.1f} %), using {uses:,} GPUs")
+    return idle, suggestions
 
 
 def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse
@@ -200,7 +226,7 @@ def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCost
     used = {instance.topology.building(name).gpu_type for s in resolved.stages for name in s.cells_per_building}
     slowest = max(used, key=lambda t: costs.per_gpu_type[t].layer.total_s)
     t_used, t_k = (costs.per_gpu_type[t].layer.total_s for t in (slowest, pace.gpu_type))
-    m, m_next = shape.microbatches, instance.training.batch_sequences // (dp * shape.micro_batch)
+    m, m_next = shape.microbatches, instance.training.rounded_microbatches(dp * shape.micro_batch)
     if m_next * t_k < m * t_used:
         return None
     extra = (dp - shape.dp) * (shape.gpus // shape.dp)

@@ -12,6 +12,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model
 from scaleacross_milp.spec.base import Contract
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
+from scaleacross_milp.spec.training import BatchRounding
 
 
 class Shape(Contract):
@@ -31,6 +32,18 @@ class Shape(Contract):
     @property
     def gpus(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def batch_sequences(self) -> int:
+        """The global batch the shape runs: dp x micro_batch x microbatches sequences (training.batch_rounding
+        lets it differ from the requested batch)."""
+        return self.dp * self.micro_batch * self.microbatches
+
+    def batch_factor(self, requested: int) -> float:
+        """B_requested / B_run. An iteration time T times this factor is the time per `requested` sequences at
+        this shape's speed (T / B_run per sequence): what ranks shapes that run different batches, as tokens/s
+        would. 1 when the shape runs the requested batch."""
+        return requested / self.batch_sequences
 
     @property
     def cell_gpus(self) -> int:
@@ -92,8 +105,10 @@ class Prediction(Contract):
 
 class SolveStats(Contract):
     status: str
-    incumbent_s: float | None
-    bound_s: float | None
+    incumbent_s: float | None = Field(description="the plan's iteration time, for the batch it runs")
+    bound_s: float | None = Field(description=(
+        "lower bound on the iteration time at the plan's batch: no layout the search allows runs a sequence faster "
+        "than bound_s / the plan's batch (shapes running other batches compared per sequence)"))
     rel_gap: float | None
     wall_s: NonNegativeFloat
     build_s: NonNegativeFloat = Field(0.0, description="screening shapes and building their Pyomo models")
@@ -186,7 +201,8 @@ class StageMemoryUse(Contract):
 
 class IdleCause(str, Enum):
     batch = "batch"
-    """No larger DP degree divides the global batch (DP x micro-batch must divide it) within the cluster."""
+    """No larger DP degree within the cluster runs a batch that training.batch_rounding accepts (under `exact`,
+    DP x micro-batch must divide the global batch)."""
     cell = "cell"
     """Fewer GPUs left in the building than one stage cell (TP x CP x EP)."""
     memory = "memory"
@@ -207,12 +223,24 @@ class IdleGPUs(Contract):
     detail: str
 
 
+class BatchUse(Contract):
+    """The global batch the plan runs (dp x micro_batch x microbatches) against the requested one."""
+
+    requested_sequences: PositiveInt
+    run_sequences: PositiveInt = Field(description="sequences one iteration of the plan runs")
+    rounding: BatchRounding = Field(description="training.batch_rounding of the instance")
+    change: float = Field(description="run_sequences / requested_sequences - 1")
+    tokens_per_s: NonNegativeFloat | None = Field(
+        None, description="tokens of the batch run (run_sequences x seq_len) per second of the report's iteration")
+
+
 class Usage(Contract):
     """What the plan uses of the cluster, what it leaves idle and why, HBM per stage and building, and the
     cheapest change that would use the idle GPUs."""
 
     gpus: NonNegativeInt
     used_gpus: NonNegativeInt
+    batch: BatchUse | None = Field(None, description="the batch run against the one requested")
     buildings: list[BuildingUse]
     memory: list[StageMemoryUse]
     idle: list[IdleGPUs] = Field(default_factory=list)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 from pydantic import Field, PositiveInt, model_validator
@@ -38,6 +39,20 @@ class Kernels(str, Enum):
     eager = "eager"
 
 
+class BatchRounding(str, Enum):
+    """How a shape runs when DP x micro-batch q does not divide the global batch B. Megatron-LM, DeepSpeed and
+    torchtitan require global batch = DP x micro-batch x accumulation steps, so the user rounds; we choose, per
+    shape, the microbatches per pipeline m (m >= 1) and the shape runs q m sequences:
+    `exact` (default): m = B / q, only shapes with q | B; `down`: m = floor(B / q); `up`: m = ceil(B / q);
+    `nearest`: whichever of the two is nearer B (ties upward). A shape is kept only when
+    |q m - B| / B <= `batch_tolerance`."""
+
+    exact = "exact"
+    down = "down"
+    up = "up"
+    nearest = "nearest"
+
+
 class Training(Contract):
     """One training step. Give the global batch in sequences or in tokens (a multiple of `seq_len`).
 
@@ -50,6 +65,9 @@ class Training(Contract):
 
     `optimizer_bytes_per_param`: 12 for Adam with fp32 master weights, momentum and variance.
     `grad_bytes_per_param`: 4 when gradients are accumulated and reduced in fp32, 2 in bf16.
+
+    `batch_rounding` and `batch_tolerance`: what a shape whose DP x micro-batch does not divide the batch runs
+    (BatchRounding); the batch a shape really runs is `Shape.batch_sequences`.
     """
 
     seq_len: PositiveInt
@@ -62,6 +80,11 @@ class Training(Contract):
     kernels: Kernels = Kernels.fused
     optimizer_bytes_per_param: float = Field(12.0, ge=0)
     grad_bytes_per_param: float = Field(4.0, gt=0)
+    batch_rounding: BatchRounding = Field(BatchRounding.exact, description=(
+        "when DP x micro-batch q does not divide the global batch B, each shape runs m microbatches per pipeline: "
+        "exact (only q | B), down m = floor(B/q), up m = ceil(B/q), nearest (ties up); m >= 1"))
+    batch_tolerance: float = Field(0.05, ge=0, lt=1, description=(
+        "largest relative change of the global batch accepted, |q m - B| / B, under down / up / nearest"))
 
     @model_validator(mode="after")
     def _batch_given_once(self) -> Training:
@@ -79,6 +102,24 @@ class Training(Contract):
         if self.global_batch_sequences is not None:
             return self.global_batch_sequences
         return self.global_batch_tokens // self.seq_len
+
+    def rounded_microbatches(self, per_microbatch: int) -> int | None:
+        """Microbatches per pipeline m when DP x micro-batch is `per_microbatch` (q) under `batch_rounding`
+        (BatchRounding), or None when the rule keeps no m >= 1 with |q m - B| <= batch_tolerance x B."""
+        batch, q = self.batch_sequences, per_microbatch
+        low, high = batch // q, -(-batch // q)
+        m = {BatchRounding.exact: low if low == high else 0, BatchRounding.down: low, BatchRounding.up: high,
+             BatchRounding.nearest: high if high * q - batch <= batch - low * q else low}[self.batch_rounding]
+        if m < 1 or abs(q * m - batch) > self.batch_tolerance * batch:
+            return None
+        return m
+
+    @property
+    def largest_batch_sequences(self) -> int:
+        """The largest batch the rule can run: B under `exact`, floor(B (1 + batch_tolerance)) otherwise."""
+        if self.batch_rounding is BatchRounding.exact:
+            return self.batch_sequences
+        return math.floor(self.batch_sequences * (1 + self.batch_tolerance))
 
     @property
     def bytes_per_element(self) -> int:

@@ -22,6 +22,7 @@ from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StageMemoryUse, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
+from scaleacross_milp.spec.training import BatchRounding
 from scaleacross_milp.verify.actions import ScheduleActions, build_actions, read_csv
 
 GIB = 2**30
@@ -82,10 +83,7 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
         raise InputError(f"instance: the layout is for '{layout.instance}', not '{instance.name}'")
     if shape.dp % shape.ep:
         raise InputError(f"shape: dp ({shape.dp}) must be a multiple of ep ({shape.ep})")
-    batch = shape.dp * shape.micro_batch * shape.microbatches
-    if batch != instance.training.batch_sequences:
-        raise InputError(f"shape: dp x micro_batch x microbatches = {batch} sequences, but the instance's global "
-                         f"batch is {instance.training.batch_sequences}")
+    _check_batch(instance, shape)
     schedule, actions = _actions(layout, base_dir)
     variant = _variant(layout)
     stages = list(layout.stages) if layout.stages is not None else _one_building(instance, layout, actions, notes)
@@ -102,6 +100,29 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
                   *_memory_problems(use))
     return ResolvedLayout(layout, schedule, actions, variant, tuple(stages), patterns, _transports(instance, layout),
                           tuple(notes), use, infeasible)
+
+
+def _check_batch(instance: Instance, shape: Shape) -> None:
+    """The layout's microbatches must be the m that training.batch_rounding gives its DP x micro-batch
+    (`Training.rounded_microbatches`); the message names the batch the rule allows, if any."""
+    training, q = instance.training, shape.dp * shape.micro_batch
+    m = training.rounded_microbatches(q)
+    if shape.microbatches == m:
+        return
+    rule = f"training.batch_rounding '{training.batch_rounding.value}'"
+    if training.batch_rounding is not BatchRounding.exact:
+        rule += f" within batch_tolerance {training.batch_tolerance * 100:.1f} %"
+    allowed = (f"allows {q * m} sequences ({m} microbatches)" if m is not None else
+               f"allows no batch (multiples of {q} nearest: {_nearest_multiples(training.batch_sequences, q)})")
+    raise InputError(f"shape.microbatches: dp x micro_batch x microbatches = {shape.batch_sequences} sequences, but "
+                     f"the instance's global batch is {training.batch_sequences}; with dp x micro_batch = {q}, "
+                     f"{rule} {allowed}")
+
+
+def _nearest_multiples(batch: int, q: int) -> str:
+    """The multiples of q (at least q) around `batch`, each with its relative change."""
+    runs = sorted({max(q, batch // q * q), -(-batch // q) * q})
+    return ", ".join(f"{run} ({(run / batch - 1) * 100:+.1f} %)" for run in runs)
 
 
 def inflight_microbatches(schedule: Schedule | None, actions: ScheduleActions) -> list[float]:

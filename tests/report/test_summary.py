@@ -61,7 +61,7 @@ def text() -> str:
 def test_header_shape_schedule_and_dp_mode(text):
     assert "Plan for two-buildings" in text
     assert "TP 4  CP 2  EP 1  PP 4  DP 8" in text
-    assert "micro-batch 1 x 16 microbatches" in text
+    assert "micro-batch 1 x 16 microbatches (128 sequences)" in text  # DP 8 x 1 x 16: the batch run
     assert "GPUs used 256 (cell = 8 GPUs)" in text
     assert "Schedule: interleaved (v=2)" in text
     assert "DP mode: hsdp (2 replicas x shard group 4)" in text

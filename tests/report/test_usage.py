@@ -59,8 +59,11 @@ def test_batch_that_does_not_divide_leaves_gpus_idle_and_names_the_batch_that_do
     [idle] = usage.idle
     assert (idle.cause, idle.buildings, idle.gpus) == (IdleCause.batch, ["A"], 224)
     assert "DP x micro-batch must divide the global batch of 509 sequences" in idle.detail
+    # rounding 509 to the nearest multiple of 8 runs 512: |512 - 509| / 509 = 0.59 %, a tolerance of 0.6 % admits it
     assert usage.suggestions == ["global batch 512 sequences (DP 8 x micro-batch 1 x 64 microbatches) lets this "
-                                 "shape use 256 GPUs instead of 32"]
+                                 "shape use 256 GPUs instead of 32",
+                                 "training.batch_rounding 'nearest' with batch_tolerance >= 0.6 % lets DP 8 run 512 "
+                                 "sequences for the requested 509 (+0.6 %), using 256 GPUs"]
 
 
 def test_whole_cluster_used_leaves_nothing_idle(tiny):
@@ -153,3 +156,35 @@ def test_fast_building_idles_when_the_next_dp_also_needs_the_slow_one(tiny):
     assert (b.cause, b.buildings, c.cause, c.buildings) == (IdleCause.compute, ["B"], IdleCause.compute, ["C"])
     assert b.detail.startswith("DP 16 (64 more GPUs for this shape, C's too) leaves every pipeline 2 microbatches")
     assert "on slow" in b.detail and "on slow" in c.detail
+
+
+def test_rounded_batch_is_reported_with_its_change_and_tokens_per_second(small_instance):
+    """509 sequences rounded down within 0.5 % (2.5 sequences): DP 4 x 127 = 508 runs (-0.2 %); DP 5..8 would run
+    505, 504, 504, 504, beyond the tolerance, so 128 of 256 GPUs idle for the batch. At 2 s per iteration the
+    batch run is 508 x 8192 / 2 = 2,080,768 tokens/s."""
+    instance = small_instance(gpus=256, batch=509, search_defaults=SEARCH, batch_rounding="down",
+                              batch_tolerance=0.005)
+    usage = usage_of(instance, bare(tp=8, pp=4, dp=4, microbatches=127), iteration_s=2.0)
+    batch = usage.batch
+    assert (batch.requested_sequences, batch.run_sequences, batch.rounding.value) == (509, 508, "down")
+    assert batch.change == pytest.approx(-1 / 509)
+    assert batch.tokens_per_s == pytest.approx(2_080_768)
+    [idle] = usage.idle
+    assert (idle.cause, idle.gpus) == (IdleCause.batch, 128)
+    assert idle.detail == ("the batch does not round: with micro-batch 1 no DP degree above 4 (up to the 8 the cluster "
+                           "holds at 32 GPUs per replica) runs a batch within training.batch_tolerance 0.5 % of 509 "
+                           "sequences under batch_rounding 'down'")
+    assert usage.suggestions[1] == ("training.batch_rounding 'nearest' with batch_tolerance >= 0.6 % lets DP 8 run 512 "
+                                    "sequences for the requested 509 (+0.6 %), using 256 GPUs")
+    console = Console(record=True, width=250, file=io.StringIO())
+    render_usage(usage, console)
+    assert ("Batch: 508 sequences run (requested 509, -0.2 %, rounded down under batch_rounding 'down'), "
+            "2,080,768 tokens/s on the batch run") in console.export_text()
+
+
+def test_requested_batch_run_as_is_says_so(tiny):
+    usage = usage_of(tiny(), bare(tp=8, pp=2, dp=4, microbatches=8))
+    assert (usage.batch.run_sequences, usage.batch.change, usage.batch.tokens_per_s) == (32, 0.0, None)
+    console = Console(record=True, width=200, file=io.StringIO())
+    render_usage(usage, console)
+    assert "Batch: 32 sequences run (as requested)" in console.export_text()

@@ -119,3 +119,40 @@ def test_custom_order_holds_what_the_named_schedule_counts():
     actions = build_actions(Schedule.interleaved, 4, 8, 2)
     assert inflight_microbatches(None, actions) == [5.5, 4.5, 3.5, 2.5]
     assert inflight_microbatches(Schedule.interleaved, actions) == [5.5, 4.5, 3.5, 2.5]
+
+
+def prime(small_instance, rounding: str, tolerance: float = 0.05):
+    """509 sequences (prime) on 256 H100s."""
+    return small_instance(gpus=256, batch=509, search_defaults={}, batch_rounding=rounding,
+                          batch_tolerance=tolerance)
+
+
+def rounded(dp: int, microbatches: int) -> Layout:
+    return Layout.model_validate({"shape": {"tp": 8, "pp": 4, "dp": dp, "micro_batch": 1,
+                                            "microbatches": microbatches}, "schedule": "1f1b", "dp_mode": "ddp"})
+
+
+@pytest.mark.parametrize(("rounding", "dp", "microbatches"), [
+    ("down", 8, 63), ("up", 8, 64), ("nearest", 8, 64), ("exact", 1, 509)])
+def test_layout_running_the_rounded_batch_is_accepted(small_instance, rounding, dp, microbatches):
+    resolved = check(prime(small_instance, rounding), rounded(dp, microbatches))
+    assert resolved.layout.shape.batch_sequences == dp * microbatches
+
+
+@pytest.mark.parametrize(("rounding", "tolerance", "dp", "microbatches", "message"), [
+    # 8 x 63 = 504 is the rounded-down batch, not the rounded-up one (512)
+    ("up", 0.05, 8, 63, "dp x micro_batch x microbatches = 504 sequences, but the instance's global batch is 509; "
+                        "with dp x micro_batch = 8, training.batch_rounding 'up' within batch_tolerance 5.0 % allows "
+                        "512 sequences (64 microbatches)"),
+    # under exact nothing but 509 = 1 x 509 runs; 8 divides neither
+    ("exact", 0.05, 8, 64, "training.batch_rounding 'exact' allows no batch (multiples of 8 nearest: 504 (-1.0 %), "
+                           "512 (+0.6 %))"),
+    # 5 / 509 = 0.98 % beyond 0.5 %
+    ("down", 0.005, 8, 63, "training.batch_rounding 'down' within batch_tolerance 0.5 % allows no batch"),
+])
+def test_layout_outside_the_rounding_rule_is_refused_with_the_allowed_batches(small_instance, rounding, tolerance, dp,
+                                                                              microbatches, message):
+    with pytest.raises(InputError) as error:
+        check(prime(small_instance, rounding, tolerance), rounded(dp, microbatches))
+    assert str(error.value).startswith("shape.microbatches: ")
+    assert message in str(error.value)
