@@ -214,6 +214,6 @@ def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant
         grad_bytes_per_layer_per_cell=memory.average_layer_params(model).total * g,
         grad_bytes_fixed_first=emb * g,
         grad_bytes_fixed_last=head * g,
-        model_flops_per_iteration=compute.model_flops_per_iteration(model, s, training.batch_sequences),
+        model_flops_per_iteration=compute.model_flops_per_iteration(model, s, shape.batch_sequences),
         stage_fixed_bytes={v: memory.fsdp_transient_bytes(model, shape, training, v) for v in variants},
     )

@@ -153,7 +153,7 @@ def extract_plan(m: pyo.ConcreteModel, ctx: ShapeContext, stats: SolveStats) -> 
                  + parts.exposed_dp_s + parts.optimizer_s)
     slowest = max(held(m, ctx), key=lambda jk: _val(m.n[jk[0]]) * ctx.gpu(jk[1]).layer.total_s
                   + ctx.stage_time_terms(*jk, ctx.options[option])[1])
-    tokens = ctx.instance.training.batch_sequences * ctx.instance.training.seq_len
+    tokens = ctx.shape.batch_sequences * ctx.instance.training.seq_len
     peak = sum(
         count * ctx.shape.cell_gpus
         * ctx.instance.gpu_type_of(k).peak_dense_tflops[ctx.instance.training.precision] * 1e12

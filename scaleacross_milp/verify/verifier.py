@@ -76,7 +76,7 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple
         runs.update(_effect_runs(instance, workload, runs["D"]))
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
-    tokens = instance.training.batch_sequences * instance.training.seq_len
+    tokens = layout.shape.batch_sequences * instance.training.seq_len
     notes = list(resolved.notes) + [
         f"{len(resolved.patterns)} distinct pipeline pattern(s) replayed for {layout.shape.dp:,} pipelines; "
         f"schedule {resolved.actions.name}, {resolved.actions.stages} virtual stages; DP {resolved.variant.label()}."

@@ -9,6 +9,7 @@ from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.milp.solve import solve_instance
 from scaleacross_milp.report.usage import plan_usage
 from scaleacross_milp.verify.layout import check
+from scaleacross_milp.verify.verifier import verify
 
 SOLVE = {"time_limit_s": 30, "rel_gap": 0.0}
 
@@ -60,6 +61,9 @@ def test_rounding_down_a_prime_batch_uses_the_gpus_exact_leaves_idle(small_insta
     assert (batch.requested_sequences, batch.run_sequences) == (13, 12)
     assert batch.change == pytest.approx(-1 / 13)
     assert batch.tokens_per_s == pytest.approx(12 * 8192 / down.prediction.iteration_s)
+    assert down.prediction.tokens_per_s == pytest.approx(batch.tokens_per_s)
+    verification, _ = verify(down_instance, down)
+    assert verification.tokens_per_s == pytest.approx(12 * 8192 / verification.iteration_s)
 
 
 def test_shapes_running_different_batches_are_ranked_per_sequence(small_instance):
