@@ -51,3 +51,23 @@ def test_rebuild_defaults_refuses_to_overwrite_and_needs_a_folder(logs, tmp_path
     assert_input_error(run("--rebuild-defaults", logs), "-o DIR")
     (tmp_path / "default.json").write_text("{}")
     assert_input_error(run("--rebuild-defaults", logs, "-o", tmp_path), "default.json exists")
+
+
+def test_refuses_logs_from_different_clusters_naming_both(logs, tmp_path, assert_input_error):
+    """cluster00 runs NCCL 2.28.7 (nccl-library=22807), cluster01 NCCL 2.29.2 (22902): one profile, one cluster."""
+    old, new = (logs / f"nccl_h100-sxm-cluster0{i}-2nodes_sendrecv_16gpus.txt" for i in (0, 1))
+    out = tmp_path / "p.json"
+    result = run(old, new, "-o", out)
+    assert_input_error(result, f"{new}:29: NCCL 2.29.2, but {old.name}:27 ran NCCL 2.28.7", "calibrate them separately")
+    assert not out.exists()
+
+
+def test_output_into_a_missing_directory_or_onto_a_directory_is_refused(logs, tmp_path, assert_input_error):
+    log = logs / "nccl_h100-sxm-cluster01-1node_all_reduce_8gpus.txt"
+    missing = tmp_path / "missing" / "p.json"
+    result = run(log, "-o", missing)
+    assert_input_error(result, f"{missing}: directory {missing.parent} does not exist")
+    assert "fit error" not in result.stdout  # refused before fitting
+    assert_input_error(run(log, "-o", tmp_path, "--force"), f"{tmp_path} is a directory")
+    assert_input_error(run("--rebuild-defaults", logs, "-o", tmp_path / "missing"),
+                       f"{tmp_path / 'missing'}: not a directory")
