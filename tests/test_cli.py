@@ -482,7 +482,7 @@ def test_validate_broken_profile_names_the_profile_file(tmp_path, assert_input_e
     (tmp_path / "profile.json").write_bytes("caf\u00e9".encode("latin-1"))
     path = write(tmp_path, campus() | {"collective_profile": "profile.json"})
     result = run("validate", path)
-    assert_input_error(result, f"collective_profile: {tmp_path / 'profile.json'}: not UTF-8 text")
+    assert_input_error(result, f"{path}: {tmp_path / 'profile.json'}: not UTF-8 text")
     assert "llama3-70b" not in result.stderr
 
 

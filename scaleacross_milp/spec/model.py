@@ -48,6 +48,8 @@ class ModelSpec(Contract):
     def _consistent_heads(self) -> ModelSpec:
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads}); give head_dim")
         if self.moe is not None:
             bad = [i for i in self.moe_layer_indices() if not 0 <= i < self.layers]
             if bad:

@@ -83,7 +83,7 @@ def _building(data: dict) -> dict:
     (lambda d: _building(d).update(pod_gpus=4096),
      "topology.buildings.0: pod_gpus (4096) exceeds the building's gpus (2048)"),
     (lambda d: d["topology"]["links"].append(dict(_link(d), a="B", b="A")),
-     "topology: links[1] joins A and B again (links[0] already does); give one link with their combined "
+     "topology: links[1] joins B and A again (links[0] already does); give one link with their combined "
      "capacity"),
     (lambda d: d["model"].update(hidden=4097, heads=32, kv_heads=8),
      "model: hidden (4097) is not a multiple of heads (32); give head_dim"),
@@ -128,5 +128,5 @@ def test_broken_collective_profile_is_named_not_the_model_file(tmp_path, content
     (tmp_path / "profile.json").write_bytes(content)
     path = write(tmp_path, campus(inline=False) | {"collective_profile": "profile.json"})
     message = str(refused(path))
-    assert f"{path}: collective_profile: {tmp_path / 'profile.json'}: " in message and needle in message
+    assert f"{path}: {tmp_path / 'profile.json'}: " in message and needle in message
     assert "llama3-70b" not in message
