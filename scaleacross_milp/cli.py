@@ -113,9 +113,8 @@ def fraction(value: float | None) -> float | None:
 InstanceArg = Annotated[Path, typer.Argument(help="instance JSON file", dir_okay=False)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="overwrite existing output files")]
 TraceOpt = Annotated[Path | None, typer.Option(
-    "--trace", help="write a Chrome trace of the replay (chrome://tracing, Perfetto)", dir_okay=False)]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="draw the replay's per-stage timeline (PNG)",
-                                              dir_okay=False)]
+    "--trace", help="write a Chrome trace of the replay (chrome://tracing, Perfetto)")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="draw the replay's per-stage timeline (PNG)")]
 
 
 def check_outputs(outputs: list[Path | None], inputs: list[Path], force: bool) -> None:

@@ -440,7 +440,7 @@ def test_unexpected_exception_exits_3_with_one_line(tmp_path, monkeypatch, comma
 def test_validate_unreadable_encodings_exit_2_naming_the_file(tmp_path, assert_input_error):
     deep, latin = tmp_path / "deep.json", tmp_path / "latin.json"
     deep.write_text("[" * 200_000 + "]" * 200_000)
-    latin.write_bytes(json.dumps(campus() | {"description": "caf\u00e9"}).encode("latin-1"))
+    latin.write_bytes(json.dumps(campus() | {"description": "caf\u00e9"}, ensure_ascii=False).encode("latin-1"))
     assert_input_error(run("validate", deep), f"{deep}: nested")
     assert_input_error(run("validate", latin), f"{latin}: not UTF-8 text (byte 0xe9 on line 1)")
 
@@ -450,7 +450,8 @@ def test_validate_unreadable_encodings_exit_2_naming_the_file(tmp_path, assert_i
      "topology.links.0.capacity_gbit_s: Input should be a valid number, not the string '3200'"),
     (lambda d: d["topology"]["buildings"][1].update(gpus=10**30), "topology.buildings.1.gpus:"),
     (lambda d: d["topology"]["buildings"][1].update(pod_gpus=4096), "topology.buildings.1: pod_gpus (4096)"),
-    (lambda d: d["topology"]["links"].append(dict(d["topology"]["links"][0])), "links[1] joins A and B again"),
+    (lambda d: d["topology"]["links"].append(dict(d["topology"]["links"][0])),
+     "topology: links[1] joins A and B again"),
 ])
 def test_validate_odd_values_exit_2_with_one_line(tmp_path, change, line, assert_input_error):
     data = campus()
