@@ -376,10 +376,15 @@ def calibrate(
     given = Given(PERF_NAMES[collective.value] if collective else None, ranks, nodes,
                   tier.value if tier else None, gpu_model)
     try:
-        profiles = ([defaults.build_bundle(n, rebuild_defaults) for n in targets] if rebuild_defaults
-                    else [profile_from_logs(logs, next(iter(targets)), given, gpus_per_node=gpus_per_node)])
+        if rebuild_defaults is not None:
+            profiles, caveat = [defaults.build_bundle(n, rebuild_defaults) for n in targets], None
+        else:
+            profile, caveat = profile_from_logs(logs, next(iter(targets)), given, gpus_per_node=gpus_per_node)
+            profiles = [profile]
     except (LogError, InputError) as exc:
         raise fail(str(exc)) from None
+    if caveat is not None:
+        console(stderr=True).print(f"[bold yellow]warning:[/bold yellow] {escape(caveat)}")
     out = console()
     for profile in profiles:
         render_fit(profile, out, detail=rebuild_defaults is None)

@@ -9,7 +9,7 @@ Rules (a value the user gives must agree with what the log states, else LogError
 - GPU model: the first model-like token of the `Rank` lines' device name ("NVIDIA H100 80GB HBM3" -> "H100");
 - several tables of one key: their sizes are pooled; a size measured twice takes the mean time;
 - one profile describes one cluster: logs that state different NCCL library versions or GPU device names are
-  refused (what a log does not state cannot be compared).
+  refused; logs of several files that do not all state their NCCL version are fitted with a caveat saying so.
 """
 
 from __future__ import annotations
@@ -143,8 +143,19 @@ def build_profile(tables: Sequence[Table], name: str, description: str = "") -> 
     return Profile(name=name, description=description, gpu_model=tables[0].gpu_model, curves=curves)
 
 
+def cluster_caveat(tables: Sequence[Table]) -> str | None:
+    """What cannot be checked when several files are merged: which of them do not state their NCCL version."""
+    files = sorted({Path(t.test.file).name for t in tables})
+    silent = sorted({Path(t.test.file).name for t in tables if t.test.nccl_version is None})
+    if len(files) < 2 or not silent:
+        return None
+    return (f"cannot check that the {len(files)} logs come from one cluster: {', '.join(silent)} "
+            f"{'does' if len(silent) == 1 else 'do'} not state the NCCL version (a '# nccl-tests version ... "
+            f"nccl-library=' line)")
+
+
 def profile_from_logs(paths: Sequence[Path], name: str, given: Given = Given(), description: str = "",
-                      gpus_per_node: int = GPUS_PER_NODE) -> Profile:
-    """Parse every log, settle every table with `given`, build the profile."""
+                      gpus_per_node: int = GPUS_PER_NODE) -> tuple[Profile, str | None]:
+    """Parse every log, settle every table with `given`, build the profile; with it the cluster_caveat."""
     tables = [settle(test, given, gpus_per_node) for path in paths for test in parse_log(path)]
-    return build_profile(tables, name, description)
+    return build_profile(tables, name, description), cluster_caveat(tables)

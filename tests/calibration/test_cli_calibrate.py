@@ -71,3 +71,15 @@ def test_output_into_a_missing_directory_or_onto_a_directory_is_refused(logs, tm
     assert_input_error(run(log, "-o", tmp_path, "--force"), f"{tmp_path} is a directory")
     assert_input_error(run("--rebuild-defaults", logs, "-o", tmp_path / "missing"),
                        f"{tmp_path / 'missing'}: not a directory")
+
+
+def test_says_when_it_cannot_tell_the_logs_come_from_one_cluster(logs, tmp_path):
+    """The DGX H100 log prints no nccl-tests version line; together's prints NCCL 2.26.2: fitted, with a warning."""
+    dgx = logs / "nccl_dgx-h100_all_reduce_8gpus.txt"
+    together = logs / "nccl_together-h100-1node-ring_all_reduce_8gpus.txt"
+    result = run(dgx, together, "-o", tmp_path / "p.json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (f"warning: cannot check that the 2 logs come from one cluster: {dgx.name} does not state "
+                             "the NCCL version (a '# nccl-tests version ... nccl-library=' line)\n")
+    alone = run(together, "-o", tmp_path / "q.json")
+    assert alone.exit_code == 0 and alone.stderr == ""
