@@ -10,15 +10,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from scaleacross_milp.spec.base import Contract
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.hf_config import model_from_hf_config
-from scaleacross_milp.spec.jsonfile import (
-    INLINE_MODEL_TAG,
-    MODEL_FILE_TAG,
-    FileProblems,
-    InputError,
-    error_lines,
-    read_json,
-    validate_json,
-)
+from scaleacross_milp.spec.jsonfile import FileProblems, InputError, error_lines, read_json, validate_json
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.search import SearchOptions
 from scaleacross_milp.spec.topology import Topology
@@ -49,6 +41,10 @@ class ModelFile(Contract):
             return model_from_hf_config(data, name=self.name or path.parent.name or path.stem)
         except ValueError as exc:
             raise FileProblems(path, error_lines(exc)) from None
+
+
+INLINE_MODEL_TAG, MODEL_FILE_TAG = "<inline model>", "<model file>"
+"""Tags of the `model` union, in angle brackets so error_lines leaves them out of field paths."""
 
 
 def _model_kind(value: Any) -> str:

@@ -10,9 +10,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 ContractT = TypeVar("ContractT", bound=BaseModel)
-INLINE_MODEL_TAG, MODEL_FILE_TAG = "<inline model>", "<model file>"
-"""Tags of the instance's `model` union; pydantic puts them in error paths, error_lines leaves them out."""
-_UNION_TAGS = frozenset({INLINE_MODEL_TAG, MODEL_FILE_TAG})
 _BINARY_PROBE_BYTES = 8192
 """A NUL byte among the first bytes marks binary data (what `git` and `grep` test too)."""
 
@@ -89,6 +86,11 @@ def read_json(path: Path) -> Any:
     return data
 
 
+def _is_union_tag(part: str | int) -> bool:
+    """Our discriminated unions name their tags `<like this>`; pydantic puts tags in error paths, we do not."""
+    return isinstance(part, str) and part.startswith("<") and part.endswith(">")
+
+
 def error_lines(exc: ValueError) -> list[str]:
     """One `field.path: message` line per pydantic error (a string where a number belongs says so); a plain
     ValueError is one line."""
@@ -96,7 +98,7 @@ def error_lines(exc: ValueError) -> list[str]:
         return [str(exc)]
     lines = []
     for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"] if part not in _UNION_TAGS) or "(top level)"
+        where = ".".join(str(part) for part in error["loc"] if not _is_union_tag(part)) or "(top level)"
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] in ("int_type", "float_type") and isinstance(error["input"], str):
             message += f", not the string '{error['input']}'"
