@@ -6,6 +6,9 @@ from pydantic import Field, PositiveInt, model_validator
 
 from scaleacross_milp.spec.base import Contract
 
+MAX_LAYERS = 10_000
+"""Far beyond any published model (the largest have about 200 layers); shape enumeration walks the layer count."""
+
 
 class MoE(Contract):
     """Mixture-of-experts feed-forward blocks.
@@ -33,7 +36,7 @@ class ModelSpec(Contract):
     """A decoder-only transformer. `ffn_hidden` is the dense FFN width (SwiGLU when `gated_ffn`)."""
 
     name: str
-    layers: PositiveInt
+    layers: PositiveInt = Field(le=MAX_LAYERS)
     hidden: PositiveInt
     ffn_hidden: PositiveInt
     heads: PositiveInt
