@@ -12,6 +12,7 @@ Exit codes:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -25,7 +26,8 @@ from typer.core import TyperGroup
 
 from scaleacross_milp.report.summary import render_plan, render_usage
 from scaleacross_milp.report.verification import render_verification
-from scaleacross_milp.spec.instance import InputError, Instance, load_instance, read_json
+from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.spec.jsonfile import FileProblems, InputError, error_lines, read_json, validate_json
 from scaleacross_milp.spec.plan import Layout, Plan, Verification
 
 if TYPE_CHECKING:
@@ -68,46 +70,6 @@ app = typer.Typer(
 )
 
 
-class Problems(Exception):
-    """Input problems to report one per line, prefixed by the file they are in."""
-
-    def __init__(self, source: Path, lines: list[str]) -> None:
-        super().__init__(f"{source}: " + "; ".join(lines))
-        self.source, self.lines = source, lines
-
-
-def error_lines(exc: ValueError) -> list[str]:
-    """One `field.path: message` line per pydantic error; a plain ValueError is one line."""
-    if not isinstance(exc, ValidationError):
-        return [str(exc)]
-    lines = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        message = error["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {message}")
-    return lines
-
-
-def model_file(path: Path) -> Path:
-    """The model file an instance references (its own JSON already validated)."""
-    ref = read_json(path)["model"]
-    return path.parent / (ref.get("file") or ref.get("hf_config"))
-
-
-def load(path: Path) -> Instance:
-    """load_instance, with validation errors turned into Problems naming the file they are in."""
-    try:
-        return load_instance(path)
-    except InputError:
-        raise
-    except ValueError as exc:
-        try:
-            Instance.model_validate(read_json(path))
-        except ValidationError as own:
-            raise Problems(path, error_lines(own)) from None
-        raise Problems(model_file(path), error_lines(exc)) from None
-
-
 def console(stderr: bool = False) -> Console:
     """Plain text lines are not wrapped (they stay greppable); tables use the terminal width."""
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
@@ -118,23 +80,22 @@ def fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
     return typer.Exit(code)
 
 
-def report_problems(problems: Problems) -> typer.Exit:
+def report_input_error(exc: InputError) -> typer.Exit:
+    """One line per problem: `error: FILE: field: message`, or `error: FILE: N problems` and one line each."""
+    if not isinstance(exc, FileProblems) or len(exc.lines) == 1:
+        return fail(str(exc))
     err = console(stderr=True)
-    count = len(problems.lines)
-    err.print(f"[bold red]error:[/bold red] {escape(str(problems.source))}: "
-              f"{count} problem{'s' if count != 1 else ''}")
-    for line in problems.lines:
+    err.print(f"[bold red]error:[/bold red] {escape(str(exc.source))}: {len(exc.lines)} problems")
+    for line in exc.lines:
         err.print(f"  {line}", markup=False)
     return typer.Exit(EXIT_INPUT)
 
 
 def load_or_exit(path: Path) -> Instance:
     try:
-        return load(path)
-    except Problems as problems:
-        raise report_problems(problems) from None
+        return load_instance(path)
     except InputError as exc:
-        raise fail(str(exc)) from None
+        raise report_input_error(exc) from None
 
 
 def positive(value: float | None) -> float | None:
@@ -152,14 +113,28 @@ def fraction(value: float | None) -> float | None:
 InstanceArg = Annotated[Path, typer.Argument(help="instance JSON file", dir_okay=False)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="overwrite existing output files")]
 TraceOpt = Annotated[Path | None, typer.Option(
-    "--trace", help="write a Chrome trace of the replay (chrome://tracing, Perfetto)", dir_okay=False)]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="draw the replay's per-stage timeline (PNG)",
-                                              dir_okay=False)]
+    "--trace", help="write a Chrome trace of the replay (chrome://tracing, Perfetto)")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="draw the replay's per-stage timeline (PNG)")]
 
 
-def refuse_existing(paths: list[Path | None], force: bool) -> None:
-    for path in paths:
-        if path is not None and path.exists() and not force:
+def check_outputs(outputs: list[Path | None], inputs: list[Path], force: bool) -> None:
+    """Before any work, refuse an output path that could not be written or would overwrite what the user gave:
+    a directory, a missing or read-only directory, one path for two outputs, an input of the command, an
+    existing file without --force."""
+    read, written = {path.resolve() for path in inputs}, set()
+    for path in (p for p in outputs if p is not None):
+        if path.resolve() in read:
+            raise fail(f"{path} is an input of this command; not overwriting it")
+        if path.resolve() in written:
+            raise fail(f"{path} is given for two outputs")
+        written.add(path.resolve())
+        if path.is_dir():
+            raise fail(f"{path} is a directory; give a file name")
+        if not path.parent.is_dir():
+            raise fail(f"{path}: directory {path.parent} does not exist")
+        if not os.access(path.parent, os.W_OK):
+            raise fail(f"{path}: cannot write into directory {path.parent}")
+        if path.exists() and not force:
             raise fail(f"{path} exists; not overwriting it (use --force)")
 
 
@@ -183,7 +158,7 @@ def solve(
 
     if no_verify and (trace or plot):
         raise fail("--trace and --plot need the replay; drop --no-verify")
-    refuse_existing([output, trace, plot], force)
+    check_outputs([output, trace, plot], [instance], force)
     spec = load_or_exit(instance)
     try:
         plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads)
@@ -208,11 +183,7 @@ def solve(
 def load_layout(path: Path) -> Layout:
     """A plan file (with the optimiser's report) or a bare layout; problems name the field."""
     data = read_json(path)
-    kind = Plan if isinstance(data, dict) and "prediction" in data else Layout
-    try:
-        return kind.model_validate(data)
-    except ValidationError as exc:
-        raise Problems(path, error_lines(exc)) from None
+    return validate_json(Plan if isinstance(data, dict) and "prediction" in data else Layout, data, path)
 
 
 def check_or_exit(spec: Instance, layout: Layout, base_dir: Path, internal: bool = False,
@@ -278,14 +249,12 @@ def evaluate(
     verifier's report and what it leaves unused."""
     from scaleacross_milp.report.usage import plan_usage
 
-    refuse_existing([trace, plot], force)
+    check_outputs([trace, plot], [instance, plan], force)
     spec = load_or_exit(instance)
     try:
         layout = load_layout(plan)
-    except Problems as problems:
-        raise report_problems(problems) from None
     except InputError as exc:
-        raise fail(str(exc)) from None
+        raise report_input_error(exc) from None
     resolved = check_or_exit(spec, layout, plan.parent, allow_infeasible=allow_infeasible)
     if isinstance(layout, Plan):
         render_plan(layout, console())
@@ -396,21 +365,26 @@ def calibrate(
     if rebuild_defaults is not None:
         if logs or output is None:
             raise fail("--rebuild-defaults takes no LOG and needs -o DIR (the folder to write the profiles to)")
+        if not output.is_dir():
+            raise fail(f"{output}: not a directory (--rebuild-defaults writes one profile per bundled name into it)")
         targets = {n: output / f"{n}.json" for n in defaults.bundled_names()}
     elif not logs:
         raise fail("give at least one nccl-tests LOG (or --rebuild-defaults DIR)")
     else:
         targets = {name or (output.stem if output else "profile"): output}
-    for target in targets.values():
-        if target is not None and target.exists() and not force:
-            raise fail(f"{target} exists; not overwriting it (use --force)")
+    check_outputs(list(targets.values()), logs or [], force)
     given = Given(PERF_NAMES[collective.value] if collective else None, ranks, nodes,
                   tier.value if tier else None, gpu_model)
     try:
-        profiles = ([defaults.build_bundle(n, rebuild_defaults) for n in targets] if rebuild_defaults
-                    else [profile_from_logs(logs, next(iter(targets)), given, gpus_per_node=gpus_per_node)])
+        if rebuild_defaults is not None:
+            profiles, caveat = [defaults.build_bundle(n, rebuild_defaults) for n in targets], None
+        else:
+            profile, caveat = profile_from_logs(logs, next(iter(targets)), given, gpus_per_node=gpus_per_node)
+            profiles = [profile]
     except (LogError, InputError) as exc:
         raise fail(str(exc)) from None
+    if caveat is not None:
+        console(stderr=True).print(f"[bold yellow]warning:[/bold yellow] {escape(caveat)}")
     out = console()
     for profile in profiles:
         render_fit(profile, out, detail=rebuild_defaults is None)

@@ -432,3 +432,96 @@ def test_unexpected_exception_exits_3_with_one_line(tmp_path, monkeypatch, comma
     assert result.exit_code == 3, result.output
     assert "Traceback" not in result.output
     assert result.stderr.splitlines() == ["error: internal error: RuntimeError: boom second line (please report)"]
+
+
+# ---- bad input a new user might give: exit 2, one line naming the file and field, never a traceback -----------
+
+
+def test_validate_unreadable_encodings_exit_2_naming_the_file(tmp_path, assert_input_error):
+    deep, latin = tmp_path / "deep.json", tmp_path / "latin.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    latin.write_bytes(json.dumps(campus() | {"description": "caf\u00e9"}, ensure_ascii=False).encode("latin-1"))
+    assert_input_error(run("validate", deep), f"{deep}: nested")
+    assert_input_error(run("validate", latin), f"{latin}: not UTF-8 text (byte 0xe9 on line 1)")
+
+
+@pytest.mark.parametrize(("change", "line"), [
+    (lambda d: d["topology"]["links"][0].update(capacity_gbit_s="3200"),
+     "topology.links.0.capacity_gbit_s: Input should be a valid number, not the string '3200'"),
+    (lambda d: d["topology"]["buildings"][1].update(gpus=10**30), "topology.buildings.1.gpus:"),
+    (lambda d: d["topology"]["buildings"][1].update(pod_gpus=4096), "topology.buildings.1: pod_gpus (4096)"),
+    (lambda d: d["topology"]["links"].append(dict(d["topology"]["links"][0])),
+     "topology: links[1] joins A and B again"),
+])
+def test_validate_odd_values_exit_2_with_one_line(tmp_path, change, line, assert_input_error):
+    data = campus()
+    change(data)
+    path = write(tmp_path, data)
+    result = run("validate", path)
+    assert_input_error(result, f"error: {path}: {line}")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_validate_infinite_capacity_and_duplicate_key(tmp_path, assert_input_error):
+    text = json.dumps(campus())
+    infinite, dupe = tmp_path / "inf.json", tmp_path / "dupe.json"
+    infinite.write_text(text.replace('"capacity_gbit_s": 25600', '"capacity_gbit_s": Infinity'))
+    dupe.write_text(text.replace('"name": "A"', '"name": "A", "name": "C"'))
+    assert_input_error(run("validate", infinite), "topology.links.0.capacity_gbit_s: Input should be a finite number")
+    assert_input_error(run("validate", dupe), f"{dupe}: topology.buildings.0: duplicate key 'name'")
+
+
+def test_validate_bad_inline_model_is_one_line(tmp_path, assert_input_error):
+    data = campus() | {"model": json.loads(MODEL.read_text()) | {"layers": 0}}
+    path = write(tmp_path, data)
+    result = run("validate", path)
+    assert_input_error(result, f"error: {path}: model.layers: Input should be greater than 0")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_validate_broken_profile_names_the_profile_file(tmp_path, assert_input_error):
+    (tmp_path / "profile.json").write_bytes("caf\u00e9".encode("latin-1"))
+    path = write(tmp_path, campus() | {"collective_profile": "profile.json"})
+    result = run("validate", path)
+    assert_input_error(result, f"{path}: {tmp_path / 'profile.json'}: not UTF-8 text")
+    assert "llama3-70b" not in result.stderr
+
+
+def test_evaluate_binary_plan_exits_2_naming_it(tmp_path, assert_input_error):
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(bytes(range(256)))
+    assert_input_error(run("evaluate", CAMPUS, plan), f"{plan}: binary data")
+
+
+def test_evaluate_another_instances_plan_prints_nothing_before_the_error(solved, assert_input_error):
+    _, out = solved
+    result = run("evaluate", ROOT / "instances" / "dp-out-2b-far-llama3-8b.json", out)
+    assert_input_error(result, "campus-2b-llama3-70b", "dp-out-2b-far-llama3-8b")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("option", ["-o", "--trace", "--plot"])
+def test_solve_checks_every_output_path_before_solving(tmp_path, monkeypatch, option, assert_input_error):
+    def never(*_args, **_kwargs):
+        raise AssertionError("solved before checking the output paths")
+
+    monkeypatch.setattr(solve_module, "solve_instance", never)
+    missing = tmp_path / "missing" / "out.json"
+    assert_input_error(run("solve", CAMPUS, option, missing), f"{missing}: directory {missing.parent} does not exist")
+    assert_input_error(run("solve", CAMPUS, option, tmp_path, "--force"), str(tmp_path), "is a directory")
+
+
+def test_evaluate_checks_output_paths_before_replaying(tmp_path, assert_input_error):
+    layout = write(tmp_path, CAMPUS_LAYOUT, "layout.json")
+    missing = tmp_path / "missing" / "trace.json"
+    result = run("evaluate", CAMPUS, layout, "--trace", missing)
+    assert_input_error(result, f"{missing}: directory {missing.parent} does not exist")
+    assert result.stdout == ""
+    assert_input_error(run("evaluate", CAMPUS, layout, "--plot", tmp_path, "--force"), str(tmp_path), "is a directory")
+    assert_input_error(run("evaluate", CAMPUS, layout, "--trace", layout, "--force"),
+                       f"{layout} is an input of this command")
+
+
+def test_solve_refuses_one_path_for_two_outputs(tmp_path, assert_input_error):
+    same = tmp_path / "out.json"
+    assert_input_error(run("solve", CAMPUS, "-o", same, "--trace", same), f"{same} is given for two outputs")

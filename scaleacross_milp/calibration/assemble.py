@@ -7,7 +7,9 @@ Rules (a value the user gives must agree with what the log states, else LogError
   fabric if ranks > gpus_per_node (they cannot share one node), else the user's --tier or --nodes is needed.
   No log measures the cross-building tier (see calibration.model);
 - GPU model: the first model-like token of the `Rank` lines' device name ("NVIDIA H100 80GB HBM3" -> "H100");
-- several tables of one key: their sizes are pooled; a size measured twice takes the mean time.
+- several tables of one key: their sizes are pooled; a size measured twice takes the mean time;
+- one profile describes one cluster: logs that state different NCCL library versions or GPU device names are
+  refused; logs of several files that do not all state their NCCL version are fitted with a caveat saying so.
 """
 
 from __future__ import annotations
@@ -114,8 +116,22 @@ def curve_of(tables: Sequence[Table]) -> Curve:
     )
 
 
+def check_one_cluster(tables: Sequence[Table]) -> None:
+    """LogError at the first table whose stated NCCL library version or GPU device name differs from the first
+    table stating it."""
+    facts = (("NCCL", lambda t: t.test.nccl_version), ("GPU", lambda t: t.test.gpu_name))
+    for what, fact in facts:
+        stating = [table for table in tables if fact(table) is not None]
+        for table in stating[1:]:
+            if fact(table) != fact(stating[0]):
+                raise LogError(table.test.file, table.test.line,
+                               f"{what} {fact(table)}, but {stating[0].source} ran {what} {fact(stating[0])}: logs "
+                               f"from different clusters or software; calibrate them separately")
+
+
 def build_profile(tables: Sequence[Table], name: str, description: str = "") -> Profile:
-    """One curve per (collective, tier, ranks), ordered by collective, tier, ranks."""
+    """One curve per (collective, tier, ranks), ordered by collective, tier, ranks, from the logs of one cluster."""
+    check_one_cluster(tables)
     for table in tables[1:]:
         if table.gpu_model != tables[0].gpu_model:
             raise LogError(table.test.file, table.test.line, f"GPU model {table.gpu_model} differs from "
@@ -127,8 +143,19 @@ def build_profile(tables: Sequence[Table], name: str, description: str = "") -> 
     return Profile(name=name, description=description, gpu_model=tables[0].gpu_model, curves=curves)
 
 
+def cluster_caveat(tables: Sequence[Table]) -> str | None:
+    """What cannot be checked when several files are merged: which of them do not state their NCCL version."""
+    files = sorted({Path(t.test.file).name for t in tables})
+    silent = sorted({Path(t.test.file).name for t in tables if t.test.nccl_version is None})
+    if len(files) < 2 or not silent:
+        return None
+    return (f"cannot check that the {len(files)} logs come from one cluster: {', '.join(silent)} "
+            f"{'does' if len(silent) == 1 else 'do'} not state the NCCL version (a '# nccl-tests version ... "
+            f"nccl-library=' line)")
+
+
 def profile_from_logs(paths: Sequence[Path], name: str, given: Given = Given(), description: str = "",
-                      gpus_per_node: int = GPUS_PER_NODE) -> Profile:
-    """Parse every log, settle every table with `given`, build the profile."""
+                      gpus_per_node: int = GPUS_PER_NODE) -> tuple[Profile, str | None]:
+    """Parse every log, settle every table with `given`, build the profile; with it the cluster_caveat."""
     tables = [settle(test, given, gpus_per_node) for path in paths for test in parse_log(path)]
-    return build_profile(tables, name, description)
+    return build_profile(tables, name, description), cluster_caveat(tables)

@@ -8,7 +8,9 @@ What is read (nccl-tests `common.cu`: print_header / the per-size result line):
   names are read from the header, so older layouts without `redop` / `root` or with `error` instead of
   `#wrong` parse too), its units line `# (B) (elements) (us) (GB/s) ...`, then one row per size: the
   out-of-place and, when printed, the in-place time (us), algbw and busbw (GB/s); `N/A` marks an unmeasured cell;
-- `# Avg bus bandwidth : X`, `# Collective test starting: NAME_perf` and a command line naming `NAME_perf`.
+- `# Avg bus bandwidth : X`, `# Collective test starting: NAME_perf` and a command line naming `NAME_perf`;
+- `# nccl-tests version V nccl-headers=H nccl-library=L`: the NCCL library the run used (L = major*10000 +
+  minor*100 + patch, NCCL_VERSION_CODE since 2.9: 22902 is 2.29.2).
 A launcher prefix repeated on every line (`0: ` from srun -l, `[1,0]<stdout>:` from mpirun --tag-output) is
 stripped; other lines (markdown, shell echo) outside a table are ignored; every `#` line is a comment.
 
@@ -50,6 +52,7 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+
 _THREADS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+_NCCL_LIBRARY = re.compile(r"^#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
 _PERF_TOKEN = re.compile(r"(?:^|[/\s])(\w+)_perf\b")
 _SIZE_COLUMNS = ("size", "bytes")
 _COUNT_COLUMNS = ("count", "N")
@@ -97,13 +100,16 @@ class Test:
     gpu_name: str | None
     rows: tuple[Row, ...]
     avg_busbw_gbyte_s: float | None = None
+    nccl_version: str | None = None
 
 
 @dataclass
 class _Run:
-    """Context lines seen before a table (reset by a new `nThread` or `Collective test starting` line)."""
+    """Context lines seen before a table (reset by a new `nThread` or `Collective test starting` line, which keep
+    the collective's name and the NCCL version printed before them)."""
 
     perf_name: tuple[str, int] | None = None
+    nccl_version: str | None = None
     threads_gpus: int | None = None
     rank_hosts: dict[int, str] = field(default_factory=dict)
     gpu_names: list[str] = field(default_factory=list)
@@ -170,16 +176,27 @@ def _header_columns(body: str) -> list[str] | None:
 
 
 def _context_line(body: str, number: int, file: str, run: _Run, tables: list[_Table]) -> _Run:
+    if m := _NCCL_LIBRARY.match(body):
+        return _Run(nccl_version=_nccl_version(int(m.group(1))))
     if m := _STARTING.match(body):
-        return _Run(perf_name=(m.group(1).removesuffix("_perf"), number))
+        return _Run(perf_name=(m.group(1).removesuffix("_perf"), number), nccl_version=run.nccl_version)
     if m := _THREADS.match(body):
-        return _Run(perf_name=run.perf_name, threads_gpus=int(m.group(1)) * int(m.group(2)))
+        return _Run(perf_name=run.perf_name, nccl_version=run.nccl_version,
+                    threads_gpus=int(m.group(1)) * int(m.group(2)))
     if m := _RANK.match(body):
         run.rank_hosts[int(m.group(1))] = m.group(2)
         run.gpu_names.append(m.group(3).strip())
     elif (m := _AVG_BUSBW.match(body)) and tables:
         tables[-1].avg_busbw = _number(m.group(1), number, file, "Avg bus bandwidth")
     return run
+
+
+def _nccl_version(code: int) -> str:
+    """NCCL_VERSION_CODE -> "major.minor.patch": major*10000 + minor*100 + patch (since 2.9), else
+    major*1000 + minor*100 + patch."""
+    if code >= 20900:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _number(cell: str, number: int, file: str, column: str) -> float:
@@ -239,7 +256,7 @@ def _test(table: _Table, file: str) -> Test:
     hosts = set(run.rank_hosts.values())
     nodes = len(hosts) if hosts else (1 if ranks and run.threads_gpus == ranks else None)
     gpu = run.gpu_names[0] if len(set(run.gpu_names)) == 1 else None
-    return Test(file, table.line, collective, ranks, nodes, gpu, rows, table.avg_busbw)
+    return Test(file, table.line, collective, ranks, nodes, gpu, rows, table.avg_busbw, run.nccl_version)
 
 
 def _named_collective(run: _Run, file: str) -> Collective | None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from scaleacross_milp.spec.base import Contract
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.hf_config import model_from_hf_config
+from scaleacross_milp.spec.jsonfile import FileProblems, InputError, error_lines, read_json, validate_json
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.search import SearchOptions
 from scaleacross_milp.spec.topology import Topology
@@ -31,17 +32,40 @@ class ModelFile(Contract):
         return self
 
     def load(self, base_dir: Path) -> ModelSpec:
+        """The referenced model; FileProblems names the model file."""
         path = base_dir / (self.file or self.hf_config)
         data = read_json(path)
         if self.file is not None:
-            return ModelSpec.model_validate(data)
-        return model_from_hf_config(data, name=self.name or path.parent.name or path.stem)
+            return validate_json(ModelSpec, data, path)
+        try:
+            return model_from_hf_config(data, name=self.name or path.parent.name or path.stem)
+        except ValueError as exc:
+            raise FileProblems(path, error_lines(exc)) from None
+
+
+INLINE_MODEL_TAG, MODEL_FILE_TAG = "<inline model>", "<model file>"
+"""Tags of the `model` union, in angle brackets so error_lines leaves them out of field paths."""
+
+
+def _model_kind(value: Any) -> str:
+    """Which model contract a `model` value is: a file reference when it names `file` or `hf_config`."""
+    if isinstance(value, ModelFile) or (isinstance(value, dict) and ("file" in value or "hf_config" in value)):
+        return MODEL_FILE_TAG
+    return INLINE_MODEL_TAG
+
+
+ModelField = Annotated[
+    Annotated[ModelSpec, Tag(INLINE_MODEL_TAG)] | Annotated[ModelFile, Tag(MODEL_FILE_TAG)],
+    Discriminator(_model_kind),
+]
+"""An inline model or a file reference, told apart by its keys so a bad field is reported once, for the kind
+given (the tags are dropped from error paths by error_lines)."""
 
 
 class Instance(Contract):
     name: str
     description: str = ""
-    model: ModelSpec | ModelFile
+    model: ModelField
     training: Training
     gpu_types: dict[str, GPUType] = Field(min_length=1)
     topology: Topology
@@ -78,27 +102,13 @@ class Instance(Contract):
         return self.gpu_types[self.topology.building(building).gpu_type]
 
 
-class InputError(ValueError):
-    """A user-facing input problem: the message names the file and field."""
-
-
-def read_json(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
-
-
 def load_instance(path: str | Path) -> Instance:
-    """Read, validate and resolve an instance file; a model file reference is replaced by its spec."""
+    """Read, validate and resolve an instance file; a model file reference is replaced by its spec. Each problem
+    is reported against the file it is in: FileProblems (one line per field) or InputError."""
     path = Path(path)
     from scaleacross_milp.calibration.defaults import bundled_names, load_profile
 
-    instance = Instance.model_validate(read_json(path))
+    instance = validate_json(Instance, read_json(path), path)
     if isinstance(instance.model, ModelFile):
         instance = instance.model_copy(update={"model": instance.model.load(path.parent)})
     reference = instance.collective_profile

@@ -6,6 +6,9 @@ from pydantic import Field, PositiveInt, model_validator
 
 from scaleacross_milp.spec.base import Contract
 
+MAX_LAYERS = 10_000
+"""Far beyond any published model (the largest have about 200 layers); shape enumeration walks the layer count."""
+
 
 class MoE(Contract):
     """Mixture-of-experts feed-forward blocks.
@@ -33,7 +36,7 @@ class ModelSpec(Contract):
     """A decoder-only transformer. `ffn_hidden` is the dense FFN width (SwiGLU when `gated_ffn`)."""
 
     name: str
-    layers: PositiveInt
+    layers: PositiveInt = Field(le=MAX_LAYERS)
     hidden: PositiveInt
     ffn_hidden: PositiveInt
     heads: PositiveInt
@@ -48,6 +51,8 @@ class ModelSpec(Contract):
     def _consistent_heads(self) -> ModelSpec:
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads}); give head_dim")
         if self.moe is not None:
             bad = [i for i in self.moe_layer_indices() if not 0 <= i < self.layers]
             if bad:

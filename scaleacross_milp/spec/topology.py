@@ -9,6 +9,8 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_
 
 from scaleacross_milp.spec.base import Contract
 
+MAX_BUILDING_GPUS = 10_000_000
+"""More GPUs than any data-center building holds (the largest sites hold a few hundred thousand)."""
 FIBER_US_PER_KM = 4.9
 """One-way propagation delay in optical fiber, microseconds per km."""
 
@@ -25,11 +27,17 @@ class Building(Contract):
     """A data-center building: GPUs of one type in pods joined by an oversubscribed core."""
 
     name: str = Field(min_length=1)
-    gpus: PositiveInt
+    gpus: PositiveInt = Field(le=MAX_BUILDING_GPUS)
     gpu_type: str
     pod_gpus: PositiveInt | None = None
     oversubscription: float = Field(1.0, ge=1.0)
     region: str = "default"
+
+    @model_validator(mode="after")
+    def _pod_within_building(self) -> Building:
+        if self.pod_gpus is not None and self.pod_gpus > self.gpus:
+            raise ValueError(f"pod_gpus ({self.pod_gpus}) exceeds the building's gpus ({self.gpus})")
+        return self
 
 
 class Link(Contract):
@@ -84,10 +92,15 @@ class Topology(Contract):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"building names must be unique; repeated: {dupes}")
+        first_link: dict[frozenset[str], int] = {}
         for i, link in enumerate(self.links):
             for end in (link.a, link.b):
                 if end not in names:
                     raise ValueError(f"links[{i}] names unknown building '{end}' (known: {names})")
+            first = first_link.setdefault(frozenset((link.a, link.b)), i)
+            if first != i:
+                raise ValueError(f"links[{i}] joins {link.a} and {link.b} again (links[{first}] already does); "
+                                 f"give one link with their combined capacity")
         graph = self.graph()
         if not nx.is_connected(graph):
             parts = sorted(sorted(c) for c in nx.connected_components(graph))

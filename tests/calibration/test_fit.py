@@ -40,7 +40,7 @@ QUALITY = [
 
 @pytest.mark.parametrize(("name", "bound"), QUALITY)
 def test_fit_quality_on_real_logs(logs, name, bound):
-    (curve,) = profile_from_logs([logs / name], "x").curves
+    (curve,) = profile_from_logs([logs / name], "x")[0].curves
     assert curve.max_abs_fit_rel_error < bound
     for point in curve.points:  # the stored error is (fit - measured) / measured at that size
         factor = {"all_reduce": 1.75 if curve.ranks == 8 else 2 * 79 / 80, "all_gather": 79 / 80, "p2p": 1.0}
@@ -49,8 +49,8 @@ def test_fit_quality_on_real_logs(logs, name, bound):
 
 
 def test_fitted_bandwidths_are_physical(logs):
-    nvlink = profile_from_logs([logs / "nccl_h100-sxm-cluster01-1node_all_reduce_8gpus.txt"], "x").curves[0]
-    pair = profile_from_logs([logs / "nccl_h100-sxm-cluster01-2nodes_sendrecv_16gpus.txt"], "x").curves[0]
+    nvlink = profile_from_logs([logs / "nccl_h100-sxm-cluster01-1node_all_reduce_8gpus.txt"], "x")[0].curves[0]
+    pair = profile_from_logs([logs / "nccl_h100-sxm-cluster01-2nodes_sendrecv_16gpus.txt"], "x")[0].curves[0]
     assert 440e9 < nvlink.bus_bandwidth_bytes_s < 490e9  # busbw column reaches 482 GB/s
     assert 45e9 < pair.bus_bandwidth_bytes_s < 47e9  # 45.87 GB/s per GPU pair over the NIC
     with pytest.raises(ValueError):
