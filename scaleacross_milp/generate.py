@@ -202,9 +202,10 @@ def _topology(rng: random.Random, sizes: list[int], gpu_types: list[str], scale:
     for s, t in pairs:
         kind = "metro" if region_of_site[s] == region_of_site[t] else "continental"
         a, b = rng.choice(members[s]), rng.choice(members[t])
+        link = _link(rng, a, b, kind, scale)  # drawn either way: the seed's later draws stay the same
         if frozenset((a, b)) not in linked:
             linked.add(frozenset((a, b)))
-            links.append(_link(rng, a, b, kind, scale))
+            links.append(link)
     return {"buildings": buildings, "links": links}
 
 

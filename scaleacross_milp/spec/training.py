@@ -39,6 +39,12 @@ class Kernels(str, Enum):
     eager = "eager"
 
 
+MAX_SEQ_LEN = 10_000_000
+"""Longest sequence accepted (tokens): far beyond any context trained today."""
+MAX_BATCH_SEQUENCES = 100_000_000
+"""Largest global batch accepted (sequences): every GPU of the largest accepted building, a thousand times over."""
+
+
 class BatchRounding(str, Enum):
     """How a shape runs when DP x micro-batch q does not divide the global batch B. Megatron-LM, DeepSpeed and
     torchtitan require global batch = DP x micro-batch x accumulation steps, so the user rounds; we choose, per
@@ -70,9 +76,9 @@ class Training(Contract):
     (BatchRounding); the batch a shape really runs is `Shape.batch_sequences`.
     """
 
-    seq_len: PositiveInt
-    global_batch_sequences: PositiveInt | None = None
-    global_batch_tokens: PositiveInt | None = None
+    seq_len: PositiveInt = Field(le=MAX_SEQ_LEN)
+    global_batch_sequences: PositiveInt | None = Field(None, le=MAX_BATCH_SEQUENCES)
+    global_batch_tokens: PositiveInt | None = Field(None, le=MAX_BATCH_SEQUENCES * MAX_SEQ_LEN)
     precision: Precision = Precision.bf16
     recompute: Recompute = Recompute.selective
     sequence_parallel: bool = True

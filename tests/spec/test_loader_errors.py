@@ -89,6 +89,8 @@ def _building(data: dict) -> dict:
      "model: hidden (4097) is not a multiple of heads (32); give head_dim"),
     (lambda d: d["model"].update(layers=0), "model.layers: Input should be greater than 0"),
     (lambda d: d["model"].update(layers=10**30), "model.layers: Input should be less than or equal to 10000"),
+    (lambda d: d["training"].update(global_batch_sequences=10**30),
+     "training.global_batch_sequences: Input should be less than or equal to 100000000"),
 ])
 def test_invalid_field_is_one_line_with_its_dotted_path(tmp_path, change: Change, line: str):
     data = campus()
