@@ -2,6 +2,7 @@
 
     production         DP outermost, FSDP without reshard, interleaved 1F1B, ECMP, TP 8 (production.py)
     framework          torchtitan's mesh [pp, dp, cp, tp]: contiguous rank blocks per stage, 1F1B, FSDP (framework.py)
+    exhaustive         every layout of the searched space, replayed; small instances only (exhaustive.py)
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ __all__ = ["BaselineResult", "Kind", "Step", "baseline"]
 
 def baseline(instance: Instance, kind: Kind) -> BaselineResult:
     """The `kind` baseline of `instance`, replayed by the verifier."""
+    from scaleacross_milp.baselines.exhaustive import exhaustive
     from scaleacross_milp.baselines.framework import framework
     from scaleacross_milp.baselines.production import production
 
-    runs = {Kind.production: production, Kind.framework: framework}
+    runs = {Kind.production: production, Kind.framework: framework, Kind.exhaustive: exhaustive}
     return runs[Kind(kind)](instance)
