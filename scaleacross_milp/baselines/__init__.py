@@ -2,6 +2,7 @@
 
     production         DP outermost, FSDP without reshard, interleaved 1F1B, ECMP, TP 8 (production.py)
     framework          torchtitan's mesh [pp, dp, cp, tp]: contiguous rank blocks per stage, 1F1B, FSDP (framework.py)
+    single-dimension   coordinate descent over placement, schedule and DP mode, transports (single_dimension.py)
     exhaustive         every layout of the searched space, replayed; small instances only (exhaustive.py)
 """
 
@@ -18,6 +19,8 @@ def baseline(instance: Instance, kind: Kind) -> BaselineResult:
     from scaleacross_milp.baselines.exhaustive import exhaustive
     from scaleacross_milp.baselines.framework import framework
     from scaleacross_milp.baselines.production import production
+    from scaleacross_milp.baselines.single_dimension import single_dimension
 
-    runs = {Kind.production: production, Kind.framework: framework, Kind.exhaustive: exhaustive}
+    runs = {Kind.production: production, Kind.framework: framework, Kind.exhaustive: exhaustive,
+            Kind.single_dimension: single_dimension}
     return runs[Kind(kind)](instance)
