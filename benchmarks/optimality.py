@@ -25,6 +25,7 @@ from scaleacross_milp.baselines.exhaustive import count_layouts, exhaustive
 from scaleacross_milp.generate import generate_instance, link_class
 from scaleacross_milp.milp.solve import solve_instance
 from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.spec.search import SearchOptions
 from scaleacross_milp.verify.verifier import verify
 
@@ -33,7 +34,7 @@ SEARCH = {"tp_degrees": [8], "cp_degrees": [1], "micro_batch_sizes": [1], "pp_de
 """The searched space of every instance: TP 8, CP 1, micro-batch 1, PP 1 or 2, 1F1B or interleaved (v = 2), FSDP or
 HSDP; layer splits, placements, DP and EP degrees and transports stay free."""
 MAX_BUILDINGS = 3
-COLUMNS = ("seed", "model", "GPUs", "buildings", "GPU types", "links", "layouts", "replayed", "exhaustive s",
+COLUMNS = ("seed", "model", "GPUs", "buildings", "GPU types", "links", "layouts", "replayed", "optimum", "exhaustive s",
            "MILP verified s", "ratio", "MILP gap %", "MILP bound s", "bound <= optimum", "exhaustive wall s",
            "MILP wall s")
 
@@ -64,6 +65,12 @@ def links_label(instance: Instance) -> str:
                      for link in instance.topology.links)
 
 
+def layout_label(layout: Layout) -> str:
+    """Shape, schedule, DP mode and the buildings each stage's cells sit in."""
+    cells = " | ".join(",".join(f"{k}:{n}" for k, n in sorted(s.cells_per_building.items())) for s in layout.stages)
+    return f"{layout.shape.label()} {layout.schedule.value} {layout.dp_mode.value} [{cells}]"
+
+
 def row(seed: int, instance: Instance, layouts: int, time_limit: float) -> dict[str, object]:
     started = time.perf_counter()
     best = exhaustive(instance, limit=layouts)
@@ -77,6 +84,7 @@ def row(seed: int, instance: Instance, layouts: int, time_limit: float) -> dict[
         "seed": seed, "model": instance.model_spec.name, "GPUs": sum(b.gpus for b in buildings),
         "buildings": len(buildings), "GPU types": "+".join(sorted({b.gpu_type for b in buildings})),
         "links": links_label(instance), "layouts": layouts, "replayed": best.evaluated,
+        "optimum": layout_label(best.layout),
         "exhaustive s": best.iteration_s, "MILP verified s": verified, "ratio": verified / best.iteration_s,
         "MILP gap %": 100 * plan.solve.rel_gap, "MILP bound s": plan.solve.bound_s,
         "bound <= optimum": plan.solve.bound_s <= best.iteration_s, "exhaustive wall s": exhaustive_wall,
@@ -107,7 +115,7 @@ def main() -> None:
         console.print(f"seed {seed}: ratio {rows[-1]['ratio']:.4f} ({rows[-1]['replayed']} layouts replayed)")
     table = Table(title="MILP plan (verified) vs exhaustive optimum")
     for column in COLUMNS:
-        table.add_column(column, justify="left" if column in ("model", "GPU types", "links") else "right")
+        table.add_column(column, justify="left" if column in ("model", "GPU types", "links", "optimum") else "right")
     for values in rows:
         table.add_row(*(cell(values[column]) for column in COLUMNS))
     console.print(table)
