@@ -48,6 +48,9 @@ from scaleacross_milp.spec.topology import Transport
 LIMIT = 20_000
 """Most layouts `exhaustive` enumerates (module docstring: a few minutes of replays)."""
 
+COUNT_STATES = 200_000
+"""Largest table the exact placement count of one family may build (count_layouts)."""
+
 Cells = tuple[tuple[int, ...], ...]
 """Stage cells per (stage, building), buildings in instance order."""
 
@@ -165,10 +168,6 @@ def count_layouts(instance: Instance) -> tuple[int, bool]:
             fits = placement_count(shape.pp, shape.cells_per_stage, caps)
         total += split_count * fits * combos
     return total, exact
-
-
-COUNT_STATES = 200_000
-"""Largest table the exact placement count may build (module docstring of count_layouts)."""
 
 
 def mirror(instance: Instance) -> bool:
