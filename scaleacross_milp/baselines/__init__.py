@@ -1,0 +1,26 @@
+"""Baselines the optimiser is measured against, each a Layout priced by the verifier (never by the MILP).
+
+    production         DP outermost, FSDP without reshard, interleaved 1F1B, ECMP, TP 8 (production.py)
+    framework          torchtitan's mesh [pp, dp, cp, tp]: contiguous rank blocks per stage, 1F1B, FSDP (framework.py)
+    single-dimension   coordinate descent over placement, schedule and DP mode, transports (single_dimension.py)
+    exhaustive         every layout of the searched space, replayed; small instances only (exhaustive.py)
+"""
+
+from __future__ import annotations
+
+from scaleacross_milp.baselines.result import BaselineResult, Kind, Step
+from scaleacross_milp.spec.instance import Instance
+
+__all__ = ["BaselineResult", "Kind", "Step", "baseline"]
+
+
+def baseline(instance: Instance, kind: Kind) -> BaselineResult:
+    """The `kind` baseline of `instance`, replayed by the verifier."""
+    from scaleacross_milp.baselines.exhaustive import exhaustive
+    from scaleacross_milp.baselines.framework import framework
+    from scaleacross_milp.baselines.production import production
+    from scaleacross_milp.baselines.single_dimension import single_dimension
+
+    runs = {Kind.production: production, Kind.framework: framework, Kind.exhaustive: exhaustive,
+            Kind.single_dimension: single_dimension}
+    return runs[Kind(kind)](instance)

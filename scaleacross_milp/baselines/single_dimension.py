@@ -1,0 +1,113 @@
+"""The single-dimension baseline (the strongest prior approach): optimise one dimension at a time from the
+production layout, by coordinate descent over three dimensions until a round changes nothing.
+
+  placement   shape, stage cells per building, layer split and pipeline routes: the MILP (milp.solve) on the
+              instance with the other dimensions fixed through its search options (schedules and interleave_chunks
+              to the current schedule, dp_modes to the current mode) and each link's transports to the current one;
+              its plan is replayed (an HSDP plan keeps the MILP's replica count)
+  schedule    every schedule option (costmodel.schedule.schedule_options) and DP variant (milp.context.dp_variants)
+              of the searched space on the current placement, each replayed; options whose chunks per rank do not
+              divide a stage's layers, and memory-infeasible layouts, are skipped
+  transports  every combination of the links' transports on the current layout, each replayed
+A step is taken only when the verified time drops (by more than IMPROVEMENT), so the descent ends and the result is
+never slower than production. Every step is recorded (its dimension, the change or "no change", the verified time).
+"""
+
+from __future__ import annotations
+
+from scaleacross_milp.baselines.exhaustive import transport_choices
+from scaleacross_milp.baselines.pricing import priced, replay_s
+from scaleacross_milp.baselines.production import production
+from scaleacross_milp.baselines.result import BaselineResult, Kind, Step
+from scaleacross_milp.costmodel.schedule import schedule_options
+from scaleacross_milp.milp.context import dp_variants
+from scaleacross_milp.milp.solve import solve_instance
+from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.plan import Layout
+from scaleacross_milp.spec.search import DPMode, Schedule
+
+IMPROVEMENT = 1e-9
+"""Relative drop of the verified time below which a step counts as no change (replay round-off)."""
+
+
+def placement_label(layout: Layout) -> str:
+    stages = "; ".join(f"{s.layers} layers {dict(sorted(s.cells_per_building.items()))}" for s in layout.stages)
+    return f"{layout.shape.label()}: {stages}"
+
+
+def schedule_label(layout: Layout) -> str:
+    chunks = f" v={layout.interleave}" if layout.schedule is Schedule.interleaved else ""
+    replicas = f" x{layout.hsdp_replicas}" if layout.dp_mode is DPMode.hsdp else ""
+    return f"{layout.schedule.value}{chunks}, {layout.dp_mode.value}{replicas}"
+
+
+def transports_label(layout: Layout) -> str:
+    return ", ".join(f"{key} {t.value}" for key, t in sorted(layout.link_transports().items())) or "no links"
+
+
+def restricted(instance: Instance, layout: Layout) -> Instance:
+    """`instance` whose search allows only `layout`'s schedule and DP mode and whose links only its transports."""
+    search = instance.search.model_copy(update={
+        "schedules": [layout.schedule], "interleave_chunks": [max(layout.interleave, 2)],
+        "dp_modes": [layout.dp_mode]})
+    chosen = layout.link_transports()
+    links = [link.model_copy(update={"transports": [chosen[f"{link.a}-{link.b}"]]})
+             for link in instance.topology.links]
+    return instance.model_copy(update={"search": search,
+                                       "topology": instance.topology.model_copy(update={"links": links})})
+
+
+def best_placement(instance: Instance, layout: Layout, time_limit_s: float | None) -> Layout:
+    """The MILP's placement with `layout`'s schedule, DP mode and transports."""
+    try:
+        plan = solve_instance(restricted(instance, layout), time_limit_s=time_limit_s)
+    except InputError:
+        return layout
+    return layout.model_copy(update={"shape": plan.shape, "stages": plan.stages, "pipelines": plan.pipelines,
+                                     "hsdp_replicas": plan.hsdp_replicas})
+
+
+def schedule_candidates(instance: Instance, layout: Layout) -> list[Layout]:
+    """`layout` under every schedule option and DP variant of the searched space its layer split admits."""
+    search, shape = instance.search, layout.shape
+    options = [o for o in schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches)
+               if all(s.layers % o.layer_granularity == 0 for s in layout.stages)]
+    variants = dp_variants(search.dp_modes, shape.cells_per_stage, len(instance.topology.buildings))
+    return [layout.model_copy(update={
+        "schedule": o.schedule, "interleave": o.chunks if o.schedule is Schedule.interleaved else 1,
+        "dp_mode": v.mode, "hsdp_replicas": v.replicas if v.mode is DPMode.hsdp else None})
+        for o in options for v in variants]
+
+
+def fastest(instance: Instance, candidates: list[Layout]) -> tuple[Layout | None, float]:
+    best, best_s = None, float("inf")
+    for candidate in candidates:
+        seconds = replay_s(instance, candidate)
+        if seconds is not None and seconds < best_s:
+            best, best_s = candidate, seconds
+    return best, best_s
+
+
+def single_dimension(instance: Instance, time_limit_s: float | None = None) -> BaselineResult:
+    """Coordinate descent from production's layout (module docstring); `time_limit_s` bounds each MILP solve."""
+    start = production(instance)
+    layout, current = start.layout, start.iteration_s
+    steps = [Step(dimension="start", change=f"production: {placement_label(layout)}; {schedule_label(layout)}; "
+                                            f"{transports_label(layout)}", iteration_s=current)]
+    dimensions = (
+        ("placement", placement_label, lambda: fastest(instance, [best_placement(instance, layout, time_limit_s)])),
+        ("schedule and DP mode", schedule_label, lambda: fastest(instance, schedule_candidates(instance, layout))),
+        ("transports", transports_label, lambda: fastest(instance, [layout.model_copy(update={"transports": t})
+                                                                    for t in transport_choices(instance)])),
+    )
+    changed = True
+    while changed:
+        changed = False
+        for name, label, search in dimensions:
+            candidate, seconds = search()
+            if candidate is not None and seconds < current * (1 - IMPROVEMENT):
+                steps.append(Step(dimension=name, change=f"{label(layout)} -> {label(candidate)}", iteration_s=seconds))
+                layout, current, changed = candidate, seconds, True
+            else:
+                steps.append(Step(dimension=name, change="no change", iteration_s=current))
+    return priced(Kind.single_dimension, instance, layout, start.notes, steps)
