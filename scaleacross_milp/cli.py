@@ -1,4 +1,4 @@
-"""Command line: `scaleacross-milp solve | evaluate | validate | schema | calibrate`.
+"""Command line: `scaleacross-milp solve | evaluate | baseline | validate | schema | calibrate`.
 
 Exit codes:
   0  success;
@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from scaleacross_milp.baselines.result import Kind
 from scaleacross_milp.report.summary import render_plan, render_usage
 from scaleacross_milp.report.verification import render_verification
 from scaleacross_milp.spec.instance import Instance, load_instance
@@ -151,13 +152,16 @@ def solve(
     no_verify: Annotated[bool, typer.Option("--no-verify", help="skip the replay of the chosen plan")] = False,
     trace: TraceOpt = None,
     plot: PlotOpt = None,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="also price every baseline (production, framework, single-dimension, exhaustive when "
+                          "small enough) with the verifier and print the optimiser's speedup over each")] = False,
 ) -> None:
     """Find the fastest layout, replay it (unless --no-verify) and print both; write the plan JSON only with -o."""
     from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
     from scaleacross_milp.report.usage import plan_usage
 
-    if no_verify and (trace or plot):
-        raise fail("--trace and --plot need the replay; drop --no-verify")
+    if no_verify and (trace or plot or compare):
+        raise fail("--trace, --plot and --compare need the replay; drop --no-verify")
     check_outputs([output, trace, plot], [instance], force)
     spec = load_or_exit(instance)
     try:
@@ -175,9 +179,48 @@ def solve(
     render_plan(plan, console())
     render_usage(plan.usage, console())
     if not no_verify:
-        plan, _ = verify_and_report(spec, plan, Path(), trace, plot, force, internal=True)
+        plan, verification = verify_and_report(spec, plan, Path(), trace, plot, force, internal=True)
+        if compare:
+            from scaleacross_milp.baselines.compare import compare as compare_baselines
+            from scaleacross_milp.report.comparison import render_comparison
+
+            rows = compare_baselines(spec, verification.tokens_per_s, time_limit)
+            render_comparison(rows, verification.iteration_s, verification.tokens_per_s, console())
+            plan = plan.model_copy(update={"comparison": rows})
     if output is not None:
         write_plan(plan, output, force)
+
+
+@app.command(name="baseline")
+def baseline_command(
+    instance: InstanceArg,
+    kind: Annotated[Kind, typer.Option("--kind", help="which baseline")] = Kind.production,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the baseline's layout JSON here "
+                                                                       "(evaluate reads it)")] = None,
+    force: ForceOpt = False,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", callback=positive, help="seconds per MILP solve of single-dimension's placement step")] = None,
+) -> None:
+    """Build a baseline layout (what the optimiser is measured against), replay it and print the verifier's report
+    as `evaluate` does; write the layout with -o."""
+    from scaleacross_milp.baselines import baseline
+    from scaleacross_milp.report.comparison import baseline_lines
+    from scaleacross_milp.report.usage import plan_usage
+
+    check_outputs([output], [instance], force)
+    spec = load_or_exit(instance)
+    try:
+        result = baseline(spec, kind, time_limit)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    for line in baseline_lines(result):
+        console().print(line)
+    render_verification(result.verification, console())
+    resolved = check_or_exit(spec, result.layout, Path(), internal=True)
+    render_usage(plan_usage(spec, resolved, result.iteration_s), console())
+    if output is not None:
+        write_file(output, force, lambda handle: handle.write(result.layout.model_dump_json(indent=2, exclude_none=True)
+                                                              + "\n"), "layout", binary=False)
 
 
 def load_layout(path: Path) -> Layout:

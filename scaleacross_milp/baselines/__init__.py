@@ -14,13 +14,15 @@ from scaleacross_milp.spec.instance import Instance
 __all__ = ["BaselineResult", "Kind", "Step", "baseline"]
 
 
-def baseline(instance: Instance, kind: Kind) -> BaselineResult:
-    """The `kind` baseline of `instance`, replayed by the verifier."""
+def baseline(instance: Instance, kind: Kind, time_limit_s: float | None = None) -> BaselineResult:
+    """The `kind` baseline of `instance`, replayed by the verifier; `time_limit_s` bounds each MILP solve of
+    single-dimension's placement step."""
     from scaleacross_milp.baselines.exhaustive import exhaustive
     from scaleacross_milp.baselines.framework import framework
     from scaleacross_milp.baselines.production import production
     from scaleacross_milp.baselines.single_dimension import single_dimension
 
-    runs = {Kind.production: production, Kind.framework: framework, Kind.exhaustive: exhaustive,
-            Kind.single_dimension: single_dimension}
-    return runs[Kind(kind)](instance)
+    kind = Kind(kind)
+    if kind is Kind.single_dimension:
+        return single_dimension(instance, time_limit_s)
+    return {Kind.production: production, Kind.framework: framework, Kind.exhaustive: exhaustive}[kind](instance)

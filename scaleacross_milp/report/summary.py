@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleacross_milp.spec.plan import BatchUse, Breakdown, Plan, SolveStats, StageMemoryUse, Usage
+from scaleacross_milp.spec.plan import BatchUse, Breakdown, Layout, Plan, SolveStats, StageMemoryUse, Usage
 from scaleacross_milp.spec.search import DPMode, Schedule
 
 BREAKDOWN_LABELS = {
@@ -46,17 +46,19 @@ def compress_route(buildings: list[str]) -> str:
     return " -> ".join(parts)
 
 
-def schedule_label(plan: Plan) -> str:
-    if plan.schedule is Schedule.interleaved or plan.interleave > 1:
-        return f"{plan.schedule.value} (v={plan.interleave})"
-    return plan.schedule.value
+def schedule_label(layout: Layout) -> str:
+    if layout.schedule is None:
+        return f"custom ({layout.schedule_csv})"
+    if layout.schedule is Schedule.interleaved or layout.interleave > 1:
+        return f"{layout.schedule.value} (v={layout.interleave})"
+    return layout.schedule.value
 
 
-def dp_mode_label(plan: Plan) -> str:
-    if plan.dp_mode is DPMode.hsdp and plan.hsdp_replicas:
-        shard = plan.shape.dp // plan.hsdp_replicas
-        return f"hsdp ({plan.hsdp_replicas} replicas x shard group {shard})"
-    return plan.dp_mode.value
+def dp_mode_label(layout: Layout) -> str:
+    if layout.dp_mode is DPMode.hsdp and layout.hsdp_replicas:
+        shard = layout.shape.dp // layout.hsdp_replicas
+        return f"hsdp ({layout.hsdp_replicas} replicas x shard group {shard})"
+    return layout.dp_mode.value
 
 
 def header_lines(plan: Plan) -> list[str]:

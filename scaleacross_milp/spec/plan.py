@@ -283,6 +283,19 @@ class Layout(Contract):
         return dict(self.transports or {})
 
 
+class BaselineComparison(Contract):
+    """A baseline (scaleacross_milp.baselines) priced by the verifier beside the optimiser's plan. `speedup` is the
+    optimiser's tokens/s over the baseline's minus 1, i.e. baseline time / optimiser time - 1 (the paper's
+    convention) when both run the same batch; None with `note` saying why when the baseline was not priced."""
+
+    kind: str
+    layout: Layout | None = None
+    iteration_s: NonNegativeFloat | None = Field(None, description="the verifier's iteration time")
+    tokens_per_s: NonNegativeFloat | None = None
+    speedup: float | None = Field(None, description="optimiser tokens/s / baseline tokens/s - 1")
+    note: str = ""
+
+
 class Plan(Layout):
     instance: str
     schedule: Schedule
@@ -294,6 +307,7 @@ class Plan(Layout):
     explanation: list[str]
     verification: Verification | None = None
     usage: Usage | None = None
+    comparison: list[BaselineComparison] | None = None
 
     def link_transports(self) -> dict[str, Transport]:
         return {f"{use.a}-{use.b}": use.transport for use in self.links} | super().link_transports()
