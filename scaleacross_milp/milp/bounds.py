@@ -391,7 +391,10 @@ def admissible_pairs(ctx: ShapeContext) -> list[tuple[ScheduleOption, DPVariant]
     return ctx.pairs
 
 
-def compute_floor_s(shape: Shape, layers: int, layer_s: float) -> float:
-    """m L tau_min / p, with tau_min (`layer_s`) the least time of one layer and microbatch over the GPU types: below
-    `lower_bound_s` (T >= m cycle >= m S / p >= m L tau_min / p), so a valid bound for a shape not yet screened."""
-    return shape.microbatches * layers * layer_s / shape.pp
+def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float) -> float:
+    """(L tau_min + e_min) (m + beta_min (p - 1)) / p, with tau_min (`layer_s`) the least time of a layer and
+    microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta_min (`bubble`) the
+    least bubble coefficient of the shape's options: at most `lower_bound_s`, whose pipeline term is
+    m c + beta_o max(0, S - c) >= S (m + beta_o (p - 1)) / p at c >= S / p (m >= beta_o) with S >= L tau_min + e_min,
+    so a valid bound for a shape not yet priced (it reads only per-cell costs)."""
+    return (layers * layer_s + fixed_s) * (shape.microbatches + bubble * (shape.pp - 1)) / shape.pp

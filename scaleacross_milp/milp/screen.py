@@ -107,10 +107,17 @@ def min_memory_gib(memory: ShapeMemory, shape: Shape, layers: int, options: list
     return float(np.max(fixed + math.ceil(layers / shape.pp) * per_layer, axis=2).min()) / 2**30
 
 
-def shape_floor_s(instance: Instance, shape: Shape, tables: InstanceTables) -> float:
-    """`compute_floor_s` of a shape, on the fastest GPU type in use."""
-    fastest = min(cell_costs(instance, shape, name, tables).layer.total_s for name in tables.comm)
-    return compute_floor_s(shape, instance.model_spec.layers, fastest)
+def shape_floor_s(instance: Instance, shape: Shape, options: list[ScheduleOption], tables: InstanceTables) -> float:
+    """`compute_floor_s` of a shape from its cells' costs on the GPU types in use (infinite without an option);
+    bubble coefficients on the first building's type, as `lower_bound_s` takes them."""
+    if not options:
+        return math.inf
+    cells = {name: cell_costs(instance, shape, name, tables) for name in tables.comm}
+    fixed = (min(cell.first_stage_extra.total_s for cell in cells.values())
+             + min(cell.last_stage_extra.total_s for cell in cells.values()))
+    layer = cells[instance.topology.buildings[0].gpu_type].layer
+    return compute_floor_s(shape, instance.model_spec.layers, min(cell.layer.total_s for cell in cells.values()),
+                           fixed, min(option.bubble_coefficient(layer) for option in options))
 
 
 def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -> Screening:
@@ -121,7 +128,12 @@ def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -
     shapes = enumerate_shapes(instance)
     model, training = instance.model_spec, instance.training
     result = Screening(instance, routes, tables, total=len(shapes))
-    floors = [shape_floor_s(instance, shape, tables) for shape in shapes]
+    choices = []
+    for shape in shapes:
+        options, variants = shape_options(instance, shape, len(routes.buildings))
+        choices.append((attainable(options, model.layers, shape.pp), variants))
+    floors = [shape_floor_s(instance, shape, options, tables) for shape, (options, _) in zip(shapes, choices,
+                                                                                            strict=True)]
     order = sorted(range(len(shapes)), key=floors.__getitem__)
     for n, index in enumerate(order):
         if result.candidates and time.perf_counter() >= deadline:
@@ -129,8 +141,7 @@ def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -
             result.unscreened_bound_s = floors[index]
             break
         shape = shapes[index]
-        options, variants = shape_options(instance, shape, len(routes.buildings))
-        options = attainable(options, model.layers, shape.pp)
+        options, variants = choices[index]
         if not options:
             result.no_schedule += 1
         elif not variants:

@@ -32,6 +32,8 @@ FIRST_NODES = 200
 Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
 longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
 NODE_GROWTH = 4
+POLISH_SOLVES = 2
+"""LP solves of `highs.polish`, reserved from the limit once there is an incumbent."""
 SCREEN_SHARE = 0.5
 """Screening stops at this share of the time limit once some shape has passed, leaving the rest to the search."""
 RESCUE_SHARE = 0.05
@@ -89,6 +91,7 @@ class Incumbent:
     on the same model, with other patterns fixed, overwrite the values it holds)."""
 
     objective: float
+    index: int
     model: object
     ctx: ShapeContext
     size: dict[str, int]
@@ -135,6 +138,8 @@ class ShapeSearch:
     build_s: float = 0.0
     solver_s: float = 0.0
     models: dict[int, object] = field(default_factory=dict)
+    solve_s: dict[int, float] = field(default_factory=dict)
+    """The shortest HiGHS solve of each shape's model so far (translating the model takes most of a short one)."""
 
     def __post_init__(self) -> None:
         self.bounds = [candidate.floor_s for candidate in self.candidates]
@@ -151,7 +156,13 @@ class ShapeSearch:
         return time.perf_counter() - self.start
 
     def remaining(self) -> float:
-        return self.limit - self.elapsed()
+        """Seconds left for the search: the limit less what polishing the incumbent will take (`polish_s`)."""
+        return self.limit - self.elapsed() - self.polish_s
+
+    @property
+    def polish_s(self) -> float:
+        """Polishing solves the incumbent's model POLISH_SOLVES times as an LP: that many of its shortest solves."""
+        return 0.0 if self.best is None else POLISH_SOLVES * self.solve_s[self.best.index]
 
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
@@ -208,8 +219,9 @@ class ShapeSearch:
                              rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
                              cutoff=None if self.best is None else self.incumbent)
         self.solver_s += outcome.wall_s
+        self.solve_s[i] = min(self.solve_s.get(i, math.inf), outcome.wall_s)
         if outcome.incumbent is not None and outcome.incumbent < self.incumbent:
-            self.best = Incumbent(outcome.incumbent, model, ctx, model_size(model), snapshot(model))
+            self.best = Incumbent(outcome.incumbent, i, model, ctx, model_size(model), snapshot(model))
         return outcome
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
