@@ -5,8 +5,8 @@ screening time, status and gap. Issue 13's promise: wall <= limit + 10 %.
         [--generated DIR] [INSTANCE ...]
 
 Instances: the bundled ones (default), every JSON in --generated DIR (e.g. from `benchmarks/generate.py DIR --size
-large`), and for each --buildings count B a ring of B 128-GPU H100 buildings 50 km apart training Llama 3 8B
-(`ring_instance`): the many-buildings case, solved or refused up front (`InputError`, printed as "refused").
+large`), and for each --buildings count B, B 128-GPU H100 buildings in sites of 8 training Llama 3 8B
+(`sites_instance`): the many-buildings case, solved or refused up front (`InputError`, printed as "refused").
 Screening time is that of `milp.screen.screen` on its own (the same work the solve starts with).
 """
 
@@ -29,19 +29,28 @@ ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances"
 
 
-def ring_instance(buildings: int) -> Instance:
-    """`buildings` 128-GPU H100 buildings on a ring of 50 km, 3.2 Tb/s links, training Llama 3 8B with a batch of 8
+SITE_BUILDINGS = 8
+"""Buildings per site in `sites_instance`."""
+
+
+def sites_instance(buildings: int) -> Instance:
+    """`buildings` 128-GPU H100 buildings in sites of SITE_BUILDINGS: each site a star of 5 km, 3.2 Tb/s links around
+    its first building, the sites' first buildings on a ring of 500 km, 1.6 Tb/s links; Llama 3 8B with a batch of 8
     sequences per building (dp-out-2b-far-llama3-8b's model, training and GPU type)."""
     base = load_instance(INSTANCES / "dp-out-2b-far-llama3-8b.json")
     names = [f"b{k}" for k in range(buildings)]
-    topology = {
-        "buildings": [{"name": name, "gpus": 128, "gpu_type": "h100-sxm"} for name in names],
-        "links": [{"a": names[k], "b": names[(k + 1) % buildings], "capacity_gbit_s": 3200, "distance_km": 50,
-                   "paths": 16, "transports": ["spray_selective_repeat"]}
-                  for k in range(buildings if buildings > 2 else 1)],
-    }
+    hubs = names[::SITE_BUILDINGS]
+
+    def link(a: str, b: str, gbit: float, km: float) -> dict[str, object]:
+        return {"a": a, "b": b, "capacity_gbit_s": gbit, "distance_km": km, "paths": 16,
+                "transports": ["spray_selective_repeat"]}
+
+    links = [link(names[k - k % SITE_BUILDINGS], names[k], 3200, 5) for k in range(buildings) if k % SITE_BUILDINGS]
+    links += [link(hubs[k], hubs[(k + 1) % len(hubs)], 1600, 500) for k in range(len(hubs) if len(hubs) > 2 else 1)
+              if len(hubs) > 1]
     data = base.model_dump(mode="json", exclude_none=True)
-    data.update(name=f"ring-{buildings}b-llama3-8b", topology=topology)
+    data.update(name=f"sites-{buildings}b-llama3-8b", topology={
+        "buildings": [{"name": name, "gpus": 128, "gpu_type": "h100-sxm"} for name in names], "links": links})
     data["training"]["global_batch_sequences"] = 8 * buildings
     return Instance.model_validate(data)
 
@@ -75,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
 
     paths = list(args.instances) + (sorted(args.generated.glob("*.json")) if args.generated else [])
-    instances = [load_instance(path) for path in paths] + [ring_instance(count) for count in args.buildings]
+    instances = [load_instance(path) for path in paths] + [sites_instance(count) for count in args.buildings]
     columns = ["instance", "buildings", "gpus", "limit_s", "wall_s", "screen_s", "status", "iteration_s", "bound_s",
                "gap_pct", "note"]
     table = Table(title="wall time against --time-limit (verification excluded)")
