@@ -32,6 +32,9 @@ FIRST_NODES = 200
 Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
 longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
 NODE_GROWTH = 4
+MAX_BUILDINGS = 64
+"""The most buildings a solve accepts: the route table and the traffic rows grow with the building pairs times their
+route lengths, and at 64 buildings one shape's model already has about 43,000 variables and 64,000 rows."""
 POLISH_SOLVES = 2
 """LP solves of `highs.polish`, reserved from the limit once there is an incumbent."""
 SCREEN_SHARE = 0.5
@@ -306,6 +309,10 @@ def solve_instance(
     limit = time_limit_s if time_limit_s is not None else instance.search.time_limit_s
     gap = rel_gap if rel_gap is not None else instance.search.rel_gap
     threads = threads if threads is not None else instance.search.threads
+    buildings = len(instance.topology.buildings)
+    if buildings > MAX_BUILDINGS:
+        raise InputError(f"topology.buildings: {buildings:,} buildings; the solver supports at most {MAX_BUILDINGS} "
+                         f"(group buildings of one site into one, or solve regions apart)")
     routes = route_table(instance.topology)
     screening = screen(instance, routes, start + SCREEN_SHARE * limit)
     if not screening.candidates and not screening.unscreened:
