@@ -17,6 +17,8 @@ Collectives (TP / CP / EP, p2p, intra-building DP) are priced by the instance's 
 (`collective_profile`, default: the bundled default) when the profile's GPU model is a token of the GPU type's
 name ("H100" matches "h100-sxm"), with AlphaBetaModel.from_gpu for what the profile does not measure; any other
 GPU type is priced by AlphaBetaModel.from_gpu alone.
+The profile is resolved once per instance (`instance_tables`), and what depends only on the cell (micro-batch, TP,
+CP, EP) is priced once per GPU type and shared by every shape with that cell (`CellCosts`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Cheap necessary conditions and lower bounds per shape, valid for the shape's MILP.
-
-A (schedule option o, DP variant v) pair is *admissible* if o's layer granularity g is attainable (g | L,
-L >= g p) and every stage can hold a layer and all stages together L layers on the largest HBM; a shape needs
-at least one admissible pair.
-Capacity: the buildings must hold p x D stage cells.
+"""Lower bounds per shape, valid for the shape's MILP (the necessary conditions are in `screen`; admissible
+(schedule option, DP variant) pairs, `context.admissible`, are found once and carried on the shape's context).
+A shape not yet priced is bounded by its compute floor (`compute_floor_s`), which reads only per-cell costs.
 
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
