@@ -152,8 +152,9 @@ def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -
                                       shape, model.layers, options, variants)):
             result.no_memory.append((min_memory_gib(memory, shape, model.layers, options, variants), shape))
         else:
+            used_options, used_variants = {o for o, _ in pairs}, {v for _, v in pairs}
             result.candidates.append(Candidate(
-                shape, index, floors[index], [o for o in options if any(o == po for po, _ in pairs)],
-                [v for v in variants if any(v == pv for _, pv in pairs)], pairs))
+                shape, index, floors[index], [o for o in options if o in used_options],
+                [v for v in variants if v in used_variants], pairs))
     result.wall_s = time.perf_counter() - start
     return result
