@@ -63,6 +63,7 @@ class ProfileCollectiveModel:
                  cross_building_alpha_s: float = 0.0) -> None:
         self.profile, self.fallback, self.cross_building_alpha_s = profile, fallback, cross_building_alpha_s
         self._tables: dict[tuple[str, str], list[_Table]] = {}
+        self._times: dict[tuple[Collective, Tier, int, float, int | None], float] = {}
         for curve in profile.curves:
             self._tables.setdefault((curve.collective, curve.tier), []).append(_Table.of(curve))
 
@@ -99,6 +100,15 @@ class ProfileCollectiveModel:
 
     def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float,
                ranks_per_node: int | None = None) -> float:
+        """The collective's time (module docstring), priced once per argument tuple: the shapes of an instance
+        share one model and ask for the same collectives again and again."""
+        key = (collective, tier, ranks, nbytes, ranks_per_node)
+        if key not in self._times:
+            self._times[key] = self._price(collective, tier, ranks, nbytes, ranks_per_node)
+        return self._times[key]
+
+    def _price(self, collective: Collective, tier: Tier, ranks: int, nbytes: float,
+               ranks_per_node: int | None) -> float:
         if (ranks <= 1 and collective != "p2p") or nbytes <= 0:
             return 0.0
         if not self.covers(collective, tier):

@@ -17,11 +17,14 @@ Collectives (TP / CP / EP, p2p, intra-building DP) are priced by the instance's 
 (`collective_profile`, default: the bundled default) when the profile's GPU model is a token of the GPU type's
 name ("H100" matches "h100-sxm"), with AlphaBetaModel.from_gpu for what the profile does not measure; any other
 GPU type is priced by AlphaBetaModel.from_gpu alone.
+The profile is resolved once per instance (`instance_tables`), and what depends only on the cell (micro-batch, TP,
+CP, EP) is priced once per GPU type and shared by every shape with that cell (`CellCosts`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from scaleacross_milp.calibration.defaults import load_profile
 from scaleacross_milp.calibration.model import ProfileCollectiveModel
@@ -41,6 +44,7 @@ from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Building
 from scaleacross_milp.spec.training import Recompute, Training
 
 
@@ -112,13 +116,55 @@ def _layer_times(
     return layer, tp_cp, ep_times
 
 
-def _gpu_costs(
-    instance: Instance, shape: Shape, variants: list[DPVariant], gpu_name: str, gpu: GPUType
-) -> GPUCosts:
+@dataclass(frozen=True)
+class CellCosts:
+    """What one stage cell's GPU spends per microbatch whatever the shape's PP and DP degrees: an average layer (with
+    its TP + CP and EP parts), the embedding, the LM head and loss, and one intra-building activation send."""
+
+    layer: OpTimes
+    tp_cp_comm: OpTimes
+    ep_comm: OpTimes
+    first_stage_extra: OpTimes
+    last_stage_extra: OpTimes
+    p2p_intra_s: float
+
+
+@dataclass(frozen=True)
+class InstanceTables:
+    """What pricing a shape reads that no shape changes, built once per instance (`instance_tables`) and shared by
+    its shapes: each GPU type in use with its collective model (the profile resolved once) and its buildings that
+    price a collective alike, and the `CellCosts` priced so far, by (GPU type, micro-batch, TP, CP, EP)."""
+
+    comm: dict[str, CollectiveModel]
+    buildings: dict[str, tuple[Building, ...]]
+    hbm_bytes: float
+    """The largest usable HBM over the GPU types in use (`usable_hbm_bytes`)."""
+    cells: dict[tuple[str, int, int, int, int], CellCosts] = field(default_factory=dict)
+
+
+def instance_tables(instance: Instance) -> InstanceTables:
+    """The instance's shared pricing tables, in `instance.gpu_types` order (module docstring)."""
+    used = {bd.gpu_type for bd in instance.topology.buildings}
+    comm = {name: collective_model(instance, name, gpu) for name, gpu in instance.gpu_types.items() if name in used}
+    buildings = {name: tuple({(bd.gpus, bd.pod_gpus, bd.oversubscription): bd for bd in instance.topology.buildings
+                              if bd.gpu_type == name}.values()) for name in comm}
+    return InstanceTables(comm, buildings, max(usable_hbm_bytes(instance.gpu_types[name]) for name in comm))
+
+
+def usable_hbm_bytes(gpu: GPUType) -> float:
+    """HBM a GPU's training state may use: capacity x usable fraction."""
+    return gpu.hbm_gib * 2**30 * gpu.usable_hbm_fraction
+
+
+def cell_costs(instance: Instance, shape: Shape, gpu_name: str, tables: InstanceTables) -> CellCosts:
+    """The `CellCosts` of `shape`'s cell on one GPU type (module docstring), priced once per instance."""
+    key = (gpu_name, shape.micro_batch, shape.tp, shape.cp, shape.ep)
+    if key in tables.cells:
+        return tables.cells[key]
     model, training = instance.model_spec, instance.training
+    gpu, comm = instance.gpu_types[gpu_name], tables.comm[gpu_name]
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
-    comm = collective_model(instance, gpu_name, gpu)
     tp_tier = group_tier(split, gpu)
     layer, tp_cp, ep = _layer_times(model, shape, training, gpu, comm)
 
@@ -143,24 +189,30 @@ def _gpu_costs(
         backward_weight_s=t_head(head.backward_weight),
     )
     p2p = comm.time_s("p2p", group_tier(2 * shape.cell_gpus, gpu), 2, b * s * model.hidden * beta / split)
+    tables.cells[key] = CellCosts(layer, tp_cp, ep, first, last, p2p)
+    return tables.cells[key]
 
+
+def _gpu_costs(
+    instance: Instance, shape: Shape, variants: list[DPVariant], gpu_name: str, tables: InstanceTables
+) -> GPUCosts:
+    model, training, gpu = instance.model_spec, instance.training, instance.gpu_types[gpu_name]
+    cell = cell_costs(instance, shape, gpu_name, tables)
     params = memory.average_layer_params(model)
     d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
     g = training.grad_bytes_per_param
-    # buildings of the type that price a collective alike, once each
-    buildings = tuple({(bd.gpus, bd.pod_gpus, bd.oversubscription): bd
-                       for bd in instance.topology.buildings if bd.gpu_type == gpu_name}.values())
-    dp_intra = {v: IntraDPSync(comm, shape, buildings, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
+    dp_intra = {v: IntraDPSync(tables.comm[gpu_name], shape, tables.buildings[gpu_name], v, d_gpu * g, e_gpu * g,
+                               gpu.nvlink_domain_gpus)
                 for v in variants}
     layers = _param_dp_costs(shape, training, gpu, dp_intra, d_gpu, e_gpu)
     return GPUCosts(
-        layer=layer,
-        tp_cp_comm=tp_cp,
-        ep_comm=ep,
-        first_stage_extra=first,
-        last_stage_extra=last,
-        p2p_intra_s=p2p,
-        hbm_usable_bytes=gpu.hbm_gib * 2**30 * gpu.usable_hbm_fraction,
+        layer=cell.layer,
+        tp_cp_comm=cell.tp_cp_comm,
+        ep_comm=cell.ep_comm,
+        first_stage_extra=cell.first_stage_extra,
+        last_stage_extra=cell.last_stage_extra,
+        p2p_intra_s=cell.p2p_intra_s,
+        hbm_usable_bytes=usable_hbm_bytes(gpu),
         optimizer_s_per_layer=layers.optimizer_s,
         gather_s_per_layer=layers.gather_s,
         dp_intra=dp_intra,
@@ -189,31 +241,26 @@ def _param_dp_costs(shape: Shape, training: Training, gpu: GPUType, dp_intra: di
     return FixedParamCosts(sync, gather, optimizer)
 
 
-def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> ShapeCosts:
-    """Price `shape` on every GPU type used by some building of `instance`, under each DP variant."""
+def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant],
+                      tables: InstanceTables | None = None) -> ShapeCosts:
+    """Price `shape` on every GPU type used by some building of `instance`, under each DP variant (`tables`: the
+    instance's shared pricing tables, built here when not given)."""
     model, training = instance.model_spec, instance.training
-    s, g = training.seq_len, training.grad_bytes_per_param
-    used = {bd.gpu_type for bd in instance.topology.buildings}
-    per_gpu = {
-        name: _gpu_costs(instance, shape, variants, name, gpu)
-        for name, gpu in instance.gpu_types.items()
-        if name in used
-    }
-    emb, head = memory.embedding_params(model), memory.head_params(model, shape.pp)
-    logits = memory.logits_bytes(model, shape, s, training.bytes_per_element)
+    tables = tables or instance_tables(instance)
+    per_gpu = {name: _gpu_costs(instance, shape, variants, name, tables) for name in tables.comm}
+    memory_use = memory.shape_memory(model, shape, training, variants)
+    g = training.grad_bytes_per_param
     return ShapeCosts(
         shape=shape,
         per_gpu_type=per_gpu,
-        p2p_bytes=shape.micro_batch * s * model.hidden * training.bytes_per_element,
-        activation_bytes_per_layer=memory.average_activation_bytes(model, shape, training),
-        layer_state_bytes={v: memory.layer_state_bytes(model, shape, training, v) for v in variants},
-        first_stage_fixed_bytes={v: memory.state_bytes(emb, 0.0, shape, training, v) for v in variants},
-        last_stage_fixed_bytes={
-            v: memory.state_bytes(head, 0.0, shape, training, v) + logits for v in variants
-        },
+        p2p_bytes=shape.micro_batch * training.seq_len * model.hidden * training.bytes_per_element,
+        activation_bytes_per_layer=memory_use.activation_bytes_per_layer,
+        layer_state_bytes=memory_use.layer_state_bytes,
+        first_stage_fixed_bytes=memory_use.first_stage_fixed_bytes,
+        last_stage_fixed_bytes=memory_use.last_stage_fixed_bytes,
         grad_bytes_per_layer_per_cell=memory.average_layer_params(model).total * g,
-        grad_bytes_fixed_first=emb * g,
-        grad_bytes_fixed_last=head * g,
-        model_flops_per_iteration=compute.model_flops_per_iteration(model, s, shape.batch_sequences),
-        stage_fixed_bytes={v: memory.fsdp_transient_bytes(model, shape, training, v) for v in variants},
+        grad_bytes_fixed_first=memory.embedding_params(model) * g,
+        grad_bytes_fixed_last=memory.head_params(model, shape.pp) * g,
+        model_flops_per_iteration=compute.model_flops_per_iteration(model, training.seq_len, shape.batch_sequences),
+        stage_fixed_bytes=memory_use.stage_fixed_bytes,
     )

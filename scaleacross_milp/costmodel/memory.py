@@ -18,6 +18,7 @@ unsharded gradients; these are per GPU, not per layer (`fsdp_transient_bytes`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
 from scaleacross_milp.spec.model import ModelSpec
@@ -55,11 +56,27 @@ def layer_params(model: ModelSpec, moe_layer: bool = False) -> LayerParams:
     )
 
 
-def average_layer_params(model: ModelSpec) -> LayerParams:
-    """Dense/MoE layers weighted by their counts."""
+@dataclass(frozen=True)
+class ModelParams:
+    """A model's layer parameters, counted once per model (`model_params`): a dense layer, an MoE layer (the dense
+    one's counts without MoE), the share of MoE layers and their count-weighted average."""
+
+    dense: LayerParams
+    moe: LayerParams
+    moe_share: float
+    average: LayerParams
+
+
+@lru_cache(maxsize=64)
+def model_params(model: ModelSpec) -> ModelParams:
     share = len(model.moe_layer_indices()) / model.layers
     d, m = layer_params(model, False), layer_params(model, True)
-    return LayerParams(dense=(1 - share) * d.dense + share * m.dense, expert=share * m.expert)
+    return ModelParams(d, m, share, LayerParams(dense=(1 - share) * d.dense + share * m.dense, expert=share * m.expert))
+
+
+def average_layer_params(model: ModelSpec) -> LayerParams:
+    """Dense/MoE layers weighted by their counts."""
+    return model_params(model).average
 
 
 def embedding_params(model: ModelSpec) -> float:
@@ -116,7 +133,8 @@ def fsdp_transient_bytes(model: ModelSpec, shape: Shape, training: Training, var
     largest layer (MoE if any). 0 for DDP and fsdp-no-reshard (weights already counted unsharded)."""
     if variant.mode in (DPMode.ddp, DPMode.fsdp_no_reshard):
         return 0.0
-    layers = [layer_params(model, False)] + ([layer_params(model, True)] if model.moe is not None else [])
+    params = model_params(model)
+    layers = [params.dense] + ([params.moe] if model.moe is not None else [])
     per_gpu = max(lp.dense / shape.tp + lp.expert / (shape.tp * shape.ep) for lp in layers)
     return per_gpu * (2 * training.bytes_per_element + training.grad_bytes_per_param)
 
@@ -167,7 +185,7 @@ def layer_activation_bytes(
 
 
 def average_activation_bytes(model: ModelSpec, shape: Shape, training: Training) -> float:
-    share = len(model.moe_layer_indices()) / model.layers
+    share = model_params(model).moe_share
     dense = layer_activation_bytes(model, shape, training, False)
     if share == 0:
         return dense
@@ -177,6 +195,32 @@ def average_activation_bytes(model: ModelSpec, shape: Shape, training: Training)
 def logits_bytes(model: ModelSpec, shape: Shape, seq_len: int, bytes_per_element: int = 2) -> float:
     """Last-stage logits buffer per GPU: b*s*V/(tp*cp) * (beta logits + 4 fp32 softmax/grad) bytes."""
     return shape.micro_batch * seq_len * model.vocab / (shape.tp * shape.cp) * (bytes_per_element + 4.0)
+
+
+@dataclass(frozen=True)
+class ShapeMemory:
+    """The per-GPU byte counts of one shape that its stages' memory needs are built from (ShapeCosts carries the
+    same fields): what the memory screen reads before any time is priced."""
+
+    activation_bytes_per_layer: float
+    layer_state_bytes: dict[DPVariant, float]
+    first_stage_fixed_bytes: dict[DPVariant, float]
+    last_stage_fixed_bytes: dict[DPVariant, float]
+    stage_fixed_bytes: dict[DPVariant, float]
+
+
+def shape_memory(model: ModelSpec, shape: Shape, training: Training, variants: list[DPVariant]) -> ShapeMemory:
+    """Activation bytes per layer and in-flight microbatch, and per variant: layer states, embedding states
+    (stage 0), LM-head states plus logits (head stage) and the FSDP transient buffers (every stage)."""
+    emb, head = embedding_params(model), head_params(model, shape.pp)
+    logits = logits_bytes(model, shape, training.seq_len, training.bytes_per_element)
+    return ShapeMemory(
+        activation_bytes_per_layer=average_activation_bytes(model, shape, training),
+        layer_state_bytes={v: layer_state_bytes(model, shape, training, v) for v in variants},
+        first_stage_fixed_bytes={v: state_bytes(emb, 0.0, shape, training, v) for v in variants},
+        last_stage_fixed_bytes={v: state_bytes(head, 0.0, shape, training, v) + logits for v in variants},
+        stage_fixed_bytes={v: fsdp_transient_bytes(model, shape, training, v) for v in variants},
+    )
 
 
 def stage_bytes(costs: ShapeCosts, variant: DPVariant, stage: int, layers: int, inflight: float,

@@ -1,9 +1,6 @@
-"""Cheap necessary conditions and lower bounds per shape, valid for the shape's MILP.
-
-A (schedule option o, DP variant v) pair is *admissible* if o's layer granularity g is attainable (g | L,
-L >= g p) and every stage can hold a layer and all stages together L layers on the largest HBM; a shape needs
-at least one admissible pair.
-Capacity: the buildings must hold p x D stage cells.
+"""Lower bounds per shape, valid for the shape's MILP (the necessary conditions are in `screen`; admissible
+(schedule option, DP variant) pairs, `context.admissible`, are found once and carried on the shape's context).
+A shape not yet priced is bounded by its compute floor (`compute_floor_s`), which reads only per-cell costs.
 
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
@@ -29,9 +26,10 @@ import numpy as np
 
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
-from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
 from scaleacross_milp.milp.formulation.iteration import gather_passes
 from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb, timed_volumes
+from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 
 
@@ -329,6 +327,14 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
 
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
+    """`sharpened_bound_s`, found once per shape and pairs (`ShapeContext.sharpened_bounds`)."""
+    key = tuple(pairs)
+    if key not in ctx.sharpened_bounds:
+        ctx.sharpened_bounds[key] = sharpened_bound_s(ctx, pairs)
+    return ctx.sharpened_bounds[key]
+
+
+def sharpened_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
     """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
     some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so cycle >= c(n0) =
     max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and opt_v >= N(n0) o_v;
@@ -360,55 +366,32 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
     return best
 
 
-def fits_capacity(ctx: ShapeContext) -> bool:
-    cell = ctx.shape.cell_gpus
-    room = sum(ctx.instance.topology.building(k).gpus // cell for k in ctx.buildings)
-    return room >= ctx.shape.pp * ctx.shape.cells_per_stage
-
-
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:
-    """(fixed bytes, bytes per layer) one GPU of each stage needs under a schedule option and DP variant (the LM
-    head's states and logits on the option's head stage)."""
-    costs, p = ctx.costs, ctx.shape.pp
-    fixed = np.full(p, costs.stage_fixed_bytes.get(variant, 0.0))
-    fixed[0] += costs.first_stage_fixed_bytes[variant]
-    fixed[ctx.head_stage(option)] += costs.last_stage_fixed_bytes[variant]
-    inflight = np.array([option.inflight_microbatches(p, j, ctx.shape.microbatches) for j in range(p)])
-    return fixed, costs.activation_bytes_per_layer * inflight + costs.layer_state_bytes[variant]
+    """(fixed bytes, bytes per layer) one GPU of each stage needs under a schedule option and DP variant
+    (`context.stage_memory_table`)."""
+    fixed, per_layer = stage_memory_table(ctx.costs, ctx.shape, [option], [variant])
+    return fixed[0, 0], per_layer[0, 0]
 
 
 def stage_rooms(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> np.ndarray:
     """Layers each stage can hold within the largest HBM under a schedule option and DP variant."""
-    hbm = max(gpu.hbm_usable_bytes for gpu in ctx.costs.per_gpu_type.values())
-    fixed, per_layer = stage_memory(ctx, option, variant)
-    return np.floor(np.maximum(hbm - fixed, 0.0) / per_layer)
-
-
-def min_memory_gib(ctx: ShapeContext) -> float:
-    """Smallest per-GPU memory the shape can need: best schedule and variant, balanced layers."""
-    per_stage = math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
-    needs = (
-        float(np.max(fixed + per_stage * per_layer))
-        for o in ctx.options for v in ctx.variants for fixed, per_layer in [stage_memory(ctx, o, v)]
-    )
-    return min(needs) / 2**30
+    return stage_room_table(ctx.costs, ctx.hbm_bytes, ctx.shape, [option], [variant])[0, 0]
 
 
 def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:
-    """Schedule options whose layer granularity g can be met: L a multiple of g and at least g layers per stage."""
-    layers, p = ctx.instance.model_spec.layers, ctx.shape.pp
-    return [o for o in ctx.options if layers % o.layer_granularity == 0 and layers >= o.layer_granularity * p]
+    """The shape's schedule options whose layer granularity can be met (`context.attainable`)."""
+    return attainable(ctx.options, ctx.instance.model_spec.layers, ctx.shape.pp)
 
 
 def admissible_pairs(ctx: ShapeContext) -> list[tuple[ScheduleOption, DPVariant]]:
-    """(option, variant) pairs that can hold the model: the option's layer granularity g must be attainable
-    (L a multiple of g, at least g layers per stage), and per stage the layers that fit on the largest HBM must
-    be at least one and sum to at least L."""
-    layers, p = ctx.instance.model_spec.layers, ctx.shape.pp
-    pairs = []
-    for option in attainable_options(ctx):
-        for variant in ctx.variants:
-            room = stage_rooms(ctx, option, variant)
-            if room.min() >= 1 and np.minimum(room, layers - p + 1).sum() >= layers:
-                pairs.append((option, variant))
-    return pairs
+    """The shape's admissible (option, variant) pairs, found once (`ShapeContext.pairs`)."""
+    return ctx.pairs
+
+
+def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float) -> float:
+    """(L tau_min + e_min) (m + beta_min (p - 1)) / p, with tau_min (`layer_s`) the least time of a layer and
+    microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta_min (`bubble`) the
+    least bubble coefficient of the shape's options: at most `lower_bound_s`, whose pipeline term is
+    m c + beta_o max(0, S - c) >= S (m + beta_o (p - 1)) / p at c >= S / p (m >= beta_o) with S >= L tau_min + e_min,
+    so a valid bound for a shape not yet priced (it reads only per-cell costs)."""
+    return (layers * layer_s + fixed_s) * (shape.microbatches + bubble * (shape.pp - 1)) / shape.pp

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from scaleacross_milp.calibration.piecewise import Breakpoints, breakpoints
-from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts
+from scaleacross_milp.costmodel.memory import ShapeMemory
 from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficiency, priced_units
 from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
 from scaleacross_milp.milp.routes import RouteTable
@@ -34,6 +36,64 @@ def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> li
     return variants
 
 
+Pair = tuple[ScheduleOption, DPVariant]
+
+
+@lru_cache(maxsize=4096)
+def inflight_table(options: tuple[ScheduleOption, ...], pp: int, microbatches: int) -> np.ndarray:
+    """inflight[o, j]: microbatches of activations stage j holds at its peak under option o
+    (`ScheduleOption.inflight_microbatches`); shared by every shape with the same p and m (read only)."""
+    table = np.array([[o.inflight_microbatches(pp, j, microbatches) for j in range(pp)] for o in options], ndmin=2)
+    table.flags.writeable = False
+    return table
+
+
+def stage_memory_table(memory: ShapeMemory | ShapeCosts, shape: Shape, options: list[ScheduleOption],
+                       variants: list[DPVariant]) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed[o, v, j], per_layer[o, v, j]): bytes one GPU of stage j needs whatever its layers, and per layer it
+    holds, under option o and variant v: fixed = transient_v + embedding states_v (stage 0) + LM-head states_v and
+    logits (on o's head stage, the rank of its last virtual stage), per_layer = activations x in-flight_o,j +
+    layer states_v."""
+    p = shape.pp
+    stages = np.arange(p)
+    head = np.array([o.stage_map(p)[-1] for o in options])
+    transient = np.array([memory.stage_fixed_bytes.get(v, 0.0) for v in variants])
+    first = np.array([memory.first_stage_fixed_bytes[v] for v in variants])
+    last = np.array([memory.last_stage_fixed_bytes[v] for v in variants])
+    fixed = (transient[None, :, None] + first[None, :, None] * (stages == 0)[None, None, :]
+             + last[None, :, None] * (stages[None, :] == head[:, None])[:, None, :])
+    inflight = inflight_table(tuple(options), p, shape.microbatches)
+    states = np.array([memory.layer_state_bytes[v] for v in variants])
+    per_layer = memory.activation_bytes_per_layer * inflight[:, None, :] + states[None, :, None]
+    return fixed, per_layer
+
+
+def stage_room_table(memory: ShapeMemory | ShapeCosts, hbm_bytes: float, shape: Shape,
+                     options: list[ScheduleOption], variants: list[DPVariant]) -> np.ndarray:
+    """room[o, v, j]: layers stage j can hold within `hbm_bytes` under option o and variant v:
+    floor(max(hbm - fixed, 0) / per_layer) (`stage_memory_table`)."""
+    fixed, per_layer = stage_memory_table(memory, shape, options, variants)
+    return np.floor(np.maximum(hbm_bytes - fixed, 0.0) / per_layer)
+
+
+def attainable(options: list[ScheduleOption], layers: int, pp: int) -> list[ScheduleOption]:
+    """Schedule options whose layer granularity g can be met: L a multiple of g and at least g layers per stage."""
+    return [o for o in options if layers % o.layer_granularity == 0 and layers >= o.layer_granularity * pp]
+
+
+def admissible(memory: ShapeMemory | ShapeCosts, hbm_bytes: float, shape: Shape, layers: int,
+               options: list[ScheduleOption], variants: list[DPVariant]) -> list[Pair]:
+    """(option, variant) pairs that can hold the model: o's layer granularity attainable (`attainable`), and per
+    stage the layers that fit in `hbm_bytes` (`stage_room_table`) at least one and, capped at L - p + 1, summing to
+    at least L. In option-major order."""
+    options = attainable(options, layers, shape.pp)
+    if not options or not variants:
+        return []
+    room = stage_room_table(memory, hbm_bytes, shape, options, variants)
+    fits = (room.min(axis=2) >= 1) & (np.minimum(room, layers - shape.pp + 1).sum(axis=2) >= layers)
+    return [(options[o], variants[v]) for o, v in zip(*np.nonzero(fits), strict=True)]
+
+
 @dataclass(frozen=True)
 class ShapeContext:
     instance: Instance
@@ -42,6 +102,22 @@ class ShapeContext:
     routes: RouteTable
     options: list[ScheduleOption]
     variants: list[DPVariant]
+    screened_pairs: tuple[Pair, ...] | None = None
+    """The admissible pairs, when the screen has found them (`pairs` otherwise finds them on first use)."""
+
+    @cached_property
+    def pairs(self) -> list[Pair]:
+        """The shape's admissible (schedule option, DP variant) pairs (`admissible`, on the largest HBM of its GPU
+        types), found once."""
+        if self.screened_pairs is not None:
+            return list(self.screened_pairs)
+        return admissible(self.costs, self.hbm_bytes, self.shape, self.instance.model_spec.layers, self.options,
+                          self.variants)
+
+    @property
+    def hbm_bytes(self) -> float:
+        """The largest usable HBM over the shape's GPU types."""
+        return max(gpu.hbm_usable_bytes for gpu in self.costs.per_gpu_type.values())
 
     @property
     def buildings(self) -> list[str]:
@@ -170,6 +246,12 @@ class ShapeContext:
         return sorted({o.chunks for o in self.options})
 
     @cached_property
+    def sharpened_bounds(self) -> dict[tuple[Pair, ...], float]:
+        """`bounds.first_stage_lower_bound_s` by the pairs it was taken over, each found once (the search sharpens a
+        shape's bound and its MILP states it as a row)."""
+        return {}
+
+    @cached_property
     def _dp_sync_curves(self) -> dict[tuple[str, DPVariant, int], Breakpoints]:
         return {}
 
@@ -213,9 +295,18 @@ class ShapeContext:
         return len({self.instance.topology.building(b).gpu_type for b in self.buildings}) == 1
 
 
-def shape_context(instance: Instance, shape: Shape, routes: RouteTable) -> ShapeContext:
-    """Price a shape: its schedule options, DP variants and cost table."""
+def shape_options(instance: Instance, shape: Shape, buildings: int) -> tuple[list[ScheduleOption], list[DPVariant]]:
+    """The schedule options and DP variants the instance allows for a shape."""
     search = instance.search
-    options = schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches)
-    variants = dp_variants(search.dp_modes, shape.cells_per_stage, len(routes.buildings))
-    return ShapeContext(instance, shape, build_shape_costs(instance, shape, variants), routes, options, variants)
+    return (schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches),
+            dp_variants(search.dp_modes, shape.cells_per_stage, buildings))
+
+
+def shape_context(instance: Instance, shape: Shape, routes: RouteTable, tables: InstanceTables | None = None,
+                  choices: tuple[list[ScheduleOption], list[DPVariant]] | None = None,
+                  pairs: list[Pair] | None = None) -> ShapeContext:
+    """Price a shape: its schedule options and DP variants (`choices`, default all `shape_options`), their cost
+    table (from the instance's shared `tables` when given) and, when known, its admissible pairs."""
+    options, variants = choices or shape_options(instance, shape, len(routes.buildings))
+    costs = build_shape_costs(instance, shape, variants, tables)
+    return ShapeContext(instance, shape, costs, routes, options, variants, None if pairs is None else tuple(pairs))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 
 import networkx as nx
@@ -23,8 +24,17 @@ class RouteTable:
     latency_s: dict[tuple[str, str], float]
 
     def pairs_over(self, arc: Arc) -> list[tuple[str, str]]:
-        """Ordered building pairs whose route uses `arc`."""
-        return [pair for pair, arcs in self.arcs.items() if arc in arcs]
+        """Ordered building pairs whose route uses `arc` (in `arcs` order)."""
+        return self._pairs_by_arc.get(arc, [])
+
+    @cached_property
+    def _pairs_by_arc(self) -> dict[Arc, list[tuple[str, str]]]:
+        """`pairs_over` of every arc some route uses, one pass over the routes."""
+        index: dict[Arc, list[tuple[str, str]]] = {}
+        for pair, arcs in self.arcs.items():
+            for arc in dict.fromkeys(arcs):
+                index.setdefault(arc, []).append(pair)
+        return index
 
 
 def route_table(topology: Topology) -> RouteTable:

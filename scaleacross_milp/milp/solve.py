@@ -11,25 +11,19 @@ import heapq
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from scaleacross_milp.milp.bounds import (
-    admissible_pairs,
-    attainable_options,
-    first_stage_lower_bound_s,
-    fits_capacity,
-    lower_bound_s,
-    min_memory_gib,
-)
-from scaleacross_milp.milp.context import ShapeContext, shape_context
+from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
+from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.milp.shapes import enumerate_shapes, per_requested
+from scaleacross_milp.milp.screen import Candidate, Screening, screen
+from scaleacross_milp.milp.shapes import per_requested
 from scaleacross_milp.spec.instance import InputError, Instance
-from scaleacross_milp.spec.plan import Plan, SolveStats
+from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
 
 PATTERN_NODES = 200
 """Branch-and-bound nodes of one pattern solve: with the placement fixed the MILP is small and most close at the
@@ -39,6 +33,13 @@ FIRST_NODES = 200
 Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
 longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
 NODE_GROWTH = 4
+MAX_BUILDINGS = 64
+"""The most buildings a solve accepts: the route table and the traffic rows grow with the building pairs times their
+route lengths, and at 64 buildings one shape's model already has about 43,000 variables and 64,000 rows."""
+POLISH_SOLVES = 2
+"""LP solves of `highs.polish`, reserved from the limit once there is an incumbent."""
+SCREEN_SHARE = 0.5
+"""Screening stops at this share of the time limit once some shape has passed, leaving the rest to the search."""
 RESCUE_SHARE = 0.05
 """When the limit ends before any plan, pattern solves go on for at most this share of the limit past it."""
 RESCUE_MIN_SECONDS = 0.5
@@ -56,44 +57,9 @@ class NoPlanFound(RuntimeError):
     """The time limit ended before any feasible layout was found (the bound is still reported)."""
 
 
-@dataclass
-class Screening:
-    """Shapes that passed the necessary conditions, and why the others did not."""
-
-    candidates: list[tuple[float, ShapeContext]] = field(default_factory=list)
-    no_schedule: int = 0
-    no_dp_variant: int = 0
-    no_capacity: int = 0
-    no_memory: list[tuple[float, ShapeContext]] = field(default_factory=list)
-
-
-def screen(instance: Instance) -> tuple[int, Screening]:
-    routes = route_table(instance.topology)
-    shapes = enumerate_shapes(instance)
-    result = Screening()
-    for shape in shapes:
-        ctx = shape_context(instance, shape, routes)
-        ctx = replace(ctx, options=attainable_options(ctx))
-        if not ctx.options:
-            result.no_schedule += 1
-        elif not ctx.variants:
-            result.no_dp_variant += 1
-        elif not fits_capacity(ctx):
-            result.no_capacity += 1
-        elif not (pairs := admissible_pairs(ctx)):
-            result.no_memory.append((min_memory_gib(ctx), ctx))
-        else:
-            options = [o for o in ctx.options if any(o == po for po, _ in pairs)]
-            variants = [v for v in ctx.variants if any(v == pv for _, pv in pairs)]
-            ctx = replace(ctx, options=options, variants=variants)
-            result.candidates.append((lower_bound_s(ctx, pairs) * per_requested(ctx), ctx))
-    result.candidates.sort(key=lambda item: item[0])
-    return len(shapes), result
-
-
-def infeasibility(instance: Instance, total: int, screening: Screening) -> InfeasibleInstance:
+def infeasibility(instance: Instance, screening: Screening) -> InfeasibleInstance:
     training, search = instance.training, instance.search
-    if total == 0:
+    if screening.total == 0:
         return InfeasibleInstance(
             f"no shape divides the work: training.global batch of {training.batch_sequences} sequences must be a "
             f"multiple of DP x micro-batch (search.micro_batch_sizes {search.micro_batch_sizes}) or within "
@@ -102,11 +68,10 @@ def infeasibility(instance: Instance, total: int, screening: Screening) -> Infea
             f"(search.tp_degrees) must divide model.heads and fit the NVLink domain"
         )
     if screening.no_memory:
-        need, ctx = min(screening.no_memory, key=lambda item: item[0])
-        hbm = max(g.hbm_usable_bytes for g in ctx.costs.per_gpu_type.values()) / 2**30
+        need, shape = min(screening.no_memory, key=lambda item: item[0])
         return InfeasibleInstance(
             f"memory: the model does not fit under any allowed shape; the smallest per-GPU need is {need:.1f} GiB "
-            f"({ctx.shape.label()}) against {hbm:.1f} GiB usable HBM. Allow more GPUs, larger "
+            f"({shape.label()}) against {screening.hbm_gib:.1f} GiB usable HBM. Allow more GPUs, larger "
             f"search.tp_degrees / pp_degrees, FSDP/HSDP in search.dp_modes, or training.recompute 'full'."
         )
     if screening.no_dp_variant and not screening.no_capacity and not screening.no_schedule:
@@ -133,16 +98,17 @@ class Incumbent:
 
     objective: float
     """T x B_requested / B_run (`per_requested`): comparable across shapes that run different batches."""
+    index: int
     model: object
     ctx: ShapeContext
     size: dict[str, int]
     values: list[float | None]
 
 
-def span(ctx: ShapeContext) -> int:
+def span(instance: Instance, shape: Shape) -> int:
     """The fewest buildings (largest first) whose stage cells hold the shape's GPUs."""
-    need, held = ctx.shape.pp * ctx.shape.cells_per_stage, 0
-    rooms = sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus for k in ctx.buildings), reverse=True)
+    need, held = shape.pp * shape.cells_per_stage, 0
+    rooms = sorted((b.gpus // shape.cell_gpus for b in instance.topology.buildings), reverse=True)
     for count, room in enumerate(rooms, start=1):
         held += room
         if held >= need:
@@ -152,9 +118,10 @@ def span(ctx: ShapeContext) -> int:
 
 @dataclass
 class ShapeSearch:
-    """Best-first branch and bound over shapes. A shape's bound starts as its screening bound and is sharpened
-    (`first_stage_lower_bound_s`) only when it reaches the front of the queue, so shapes are taken in order of
-    sharpened bound while only the few near the front pay for sharpening.
+    """Best-first branch and bound over shapes. A shape's bound starts as its compute floor; when it reaches the front
+    of the queue the shape is priced and takes its screening bound (`bounds.lower_bound_s`), and when it reaches the
+    front again that bound is sharpened (`first_stage_lower_bound_s`). Each step only raises the bound, so shapes are
+    taken in order of sharpened bound while only the few near the front pay for pricing and sharpening.
 
     Phase 1 solves the named patterns of the front shape, then of the front shape of every span (the fewest
     buildings a shape's GPUs need) that can still beat the incumbent, so shapes that fit in fewer buildings are not
@@ -164,7 +131,7 @@ class ShapeSearch:
     phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in solver work;
     the wall-clock limit only ends the sequence."""
 
-    candidates: list[tuple[float, ShapeContext]]
+    screening: Screening
     start: float
     limit: float
     gap: float
@@ -178,9 +145,15 @@ class ShapeSearch:
     build_s: float = 0.0
     solver_s: float = 0.0
     models: dict[int, object] = field(default_factory=dict)
+    solve_s: dict[int, float] = field(default_factory=dict)
+    """The shortest HiGHS solve of each shape's model so far (translating the model takes most of a short one)."""
 
     def __post_init__(self) -> None:
-        self.bounds = [lower for lower, _ in self.candidates]
+        self.bounds = [candidate.floor_s for candidate in self.candidates]
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.screening.candidates
 
     @property
     def incumbent(self) -> float:
@@ -190,53 +163,80 @@ class ShapeSearch:
         return time.perf_counter() - self.start
 
     def remaining(self) -> float:
-        return self.limit - self.elapsed()
+        """Seconds left for the search: the limit less what polishing the incumbent will take (`polish_s`)."""
+        return self.limit - self.elapsed() - self.polish_s
+
+    @property
+    def polish_s(self) -> float:
+        """Polishing solves the incumbent's model POLISH_SOLVES times as an LP: that many of its shortest solves."""
+        return 0.0 if self.best is None else POLISH_SOLVES * self.solve_s[self.best.index]
 
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
 
+    def ctx(self, i: int) -> ShapeContext:
+        """Shape i's context, priced on first use."""
+        return self.screening.context(self.candidates[i])
+
+    def key(self, i: int) -> tuple[float, float, int]:
+        """Queue order of shape i: its bound, then its screening bound (-inf before it is priced), then enumeration
+        order; no step lowers a shape's key, so shapes leave the queue in order of their final keys."""
+        candidate = self.candidates[i]
+        return self.bounds[i], -math.inf if candidate.ctx is None else candidate.bound_s, candidate.index
+
     def best_first(self, members: list[int]) -> Iterator[int]:
-        """`members` not yet closed, in order of sharpened bound while they are promising; a shape's bound is
-        sharpened when its current bound is the smallest left (sharpening only raises it, so the order stays
-        exact)."""
-        queue = [(self.bounds[i], i) for i in members if i not in self.closed]
+        """`members` not yet closed, in order of sharpened bound while they are promising and time is left; a shape
+        is priced, then sharpened, when its current key is the smallest left (`key`)."""
+        queue = [(*self.key(i), i) for i in members if i not in self.closed]
         heapq.heapify(queue)
         while queue and self.promising(queue[0][0]):
-            lower, i = heapq.heappop(queue)
+            if self.remaining() <= 0:
+                self.out_of_time = True
+                return
+            *_, i = heapq.heappop(queue)
             if i in self.sharpened:
                 yield i
                 continue
-            ctx = self.candidates[i][1]
-            sharp = first_stage_lower_bound_s(ctx, admissible_pairs(ctx)) * per_requested(ctx)
-            self.bounds[i] = max(lower, sharp)
-            self.sharpened.add(i)
-            heapq.heappush(queue, (self.bounds[i], i))
+            if self.candidates[i].ctx is None:
+                self.price(i)
+            else:
+                ctx = self.ctx(i)
+                self.bounds[i] = max(self.bounds[i], first_stage_lower_bound_s(ctx, ctx.pairs) * per_requested(ctx))
+                self.sharpened.add(i)
+            heapq.heappush(queue, (*self.key(i), i))
+
+    def price(self, i: int) -> None:
+        """Price shape i; its bound rises to its screening bound."""
+        candidate = self.candidates[i]
+        self.screening.context(candidate)
+        self.bounds[i] = max(self.bounds[i], candidate.bound_s)
 
     def model(self, i: int):
         """Shape i's MILP, built once and dropped after its full solve (`best` keeps the incumbent's)."""
         if i not in self.models:
             built = time.perf_counter()
-            self.models[i] = build_model(self.candidates[i][1])
+            self.models[i] = build_model(self.ctx(i))
             self.build_s += time.perf_counter() - built
         return self.models[i]
 
     def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None):
         """One HiGHS solve of shape i's model (as currently fixed) within `nodes`; keeps the best incumbent."""
-        model, ctx = self.model(i), self.candidates[i][1]
+        model, ctx = self.model(i), self.ctx(i)
         factor = per_requested(ctx)
         outcome = solve_milp(model, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
                              rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
                              cutoff=None if self.best is None else self.incumbent / factor)
         self.solver_s += outcome.wall_s
+        self.solve_s[i] = min(self.solve_s.get(i, math.inf), outcome.wall_s)
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
-            self.best = Incumbent(outcome.incumbent * factor, model, ctx, model_size(model), snapshot(model))
+            self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model), snapshot(model))
         return outcome
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns, each within PATTERN_NODES (and `time_limit_s` when given)."""
         self.patterns_tried.add(i)
         for pattern in Pattern:
-            cells = pattern_cells(self.candidates[i][1], pattern)
+            cells = pattern_cells(self.ctx(i), pattern)
             if cells is not None and (time_limit_s is not None or self.remaining() > 0):
                 with fixed_cells(self.model(i), cells):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s)
@@ -244,8 +244,8 @@ class ShapeSearch:
     def spans(self) -> list[Iterator[int]]:
         """One best-first queue per span, fewest buildings first."""
         groups: dict[int, list[int]] = {}
-        for i, (_, ctx) in enumerate(self.candidates):
-            groups.setdefault(span(ctx), []).append(i)
+        for i, candidate in enumerate(self.candidates):
+            groups.setdefault(span(self.screening.instance, candidate.shape), []).append(i)
         return [self.best_first(groups[key]) for key in sorted(groups)]
 
     def run(self) -> None:
@@ -268,7 +268,7 @@ class ShapeSearch:
                     if not self.promising(self.bounds[i]):
                         continue
                 outcome = self.solve(i, nodes, self.gap)
-                self.bounds[i] = max(self.bounds[i], outcome.bound * per_requested(self.candidates[i][1]))
+                self.bounds[i] = max(self.bounds[i], outcome.bound * per_requested(self.ctx(i)))
                 if outcome.finished:
                     self.closed.add(i)
                     self.models.pop(i)
@@ -279,12 +279,20 @@ class ShapeSearch:
         self.models.clear()
 
     def rescue(self) -> None:
-        """The limit ended without a plan (screening ate it): the patterns of the shapes in bound order, until one
-        gives a plan, while the time is within RESCUE_SHARE of the limit past it (at least one shape whose patterns
-        fit its buildings)."""
+        """The limit ended without a plan (screening ate it): the patterns of the shapes in bound order (each priced
+        when it reaches the front), until one gives a plan, while the time is within RESCUE_SHARE of the limit past
+        it (at least one shape whose patterns fit its buildings)."""
         deadline = self.limit * (1 + RESCUE_SHARE)
-        for _, i in sorted((b, i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)):
-            if not any(pattern_cells(self.candidates[i][1], pattern) for pattern in Pattern):
+        queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
+        heapq.heapify(queue)
+        while queue:
+            *_, i = heapq.heappop(queue)
+            if self.candidates[i].ctx is None:
+                self.price(i)
+                if not math.isinf(self.bounds[i]):
+                    heapq.heappush(queue, (*self.key(i), i))
+                continue
+            if not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
                 continue
             self.try_patterns(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
             if self.best is not None or self.elapsed() >= deadline:
@@ -298,26 +306,35 @@ def solve_instance(
     rel_gap: float | None = None,
     threads: int | None = None,
 ) -> Plan:
-    """Search shapes and solve each shape's placement MILP; arguments override instance.search when given."""
+    """Search shapes and solve each shape's placement MILP; arguments override instance.search when given.
+
+    The limit covers the whole solve: screening stops at SCREEN_SHARE of it (once a shape has passed), the search
+    at the limit, and the bound stays valid over the shapes left unscreened (`Screening.unscreened_bound_s`)."""
     start = time.perf_counter()
     limit = time_limit_s if time_limit_s is not None else instance.search.time_limit_s
     gap = rel_gap if rel_gap is not None else instance.search.rel_gap
     threads = threads if threads is not None else instance.search.threads
-    total, screening = screen(instance)
-    if not screening.candidates:
-        raise infeasibility(instance, total, screening)
-    search = ShapeSearch(screening.candidates, start, limit, gap, threads, build_s=time.perf_counter() - start)
+    buildings = len(instance.topology.buildings)
+    if buildings > MAX_BUILDINGS:
+        raise InputError(f"topology.buildings: {buildings:,} buildings; the solver supports at most {MAX_BUILDINGS} "
+                         f"(group buildings of one site into one, or solve regions apart)")
+    routes = route_table(instance.topology)
+    screening = screen(instance, routes, start + SCREEN_SHARE * limit)
+    if not screening.candidates and not screening.unscreened:
+        raise infeasibility(instance, screening)
+    search = ShapeSearch(screening, start, limit, gap, threads, build_s=time.perf_counter() - start)
     search.run()
 
-    best, bound = search.best, min(min(search.bounds), search.incumbent)
+    best = search.best
+    bound = min(min(search.bounds, default=math.inf), screening.unscreened_bound_s, search.incumbent)
     if best is None:
-        if all(math.isinf(b) for b in search.bounds):
+        if math.isinf(bound):
             raise InfeasibleInstance(
                 "placement: no shape admits a placement satisfying memory, building capacity and layer "
                 "divisibility together"
             )
         raise NoPlanFound(
-            f"no feasible layout found within the {limit:.0f} s time limit (best bound {bound:.3f} s); "
+            f"no feasible layout found within the {limit:g} s time limit (best bound {bound:.3f} s); "
             f"raise --time-limit"
         )
     model, ctx = best.model, best.ctx
@@ -326,9 +343,10 @@ def solve_instance(
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(
-        status="optimal" if rel <= gap + 1e-9 else "time limit" if search.out_of_time or wall >= limit else "gap open",
+        status="optimal" if rel <= gap + 1e-9 else "time limit" if (
+            search.out_of_time or screening.unscreened or wall >= limit) else "gap open",
         incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
-        solver_s=search.solver_s, shapes_total=total, shapes_solved=len(search.closed),
+        solver_s=search.solver_s, shapes_total=screening.total, shapes_solved=len(search.closed),
         shapes_pruned=len(screening.candidates) - len(search.closed), **best.size,
     )
     return extract_plan(model, ctx, stats)

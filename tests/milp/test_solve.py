@@ -126,8 +126,9 @@ def test_time_limit_returns_incumbent_with_gap(bundled):
 
 
 def test_time_limit_shorter_than_screening_still_returns_a_plan(bundled):
-    # Screening the metro instance alone takes ~2 s: past the limit, the best-bound shape's named patterns still
-    # get one short solve each, so the user gets a plan and its proven gap rather than no answer.
+    # The limit ends screening after the first passing shape: past the limit, the best-bound shape's named patterns
+    # still get one short solve each, so the user gets a plan and a bound valid over every shape (those left
+    # unscreened by their compute floor) rather than no answer.
     plan = solve_instance(bundled("metro-4b-llama3-405b"), time_limit_s=0.01)
     assert plan.solve.shapes_solved == 0
     assert plan.solve.bound_s <= plan.solve.incumbent_s
