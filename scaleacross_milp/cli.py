@@ -152,12 +152,14 @@ def solve(
     no_verify: Annotated[bool, typer.Option("--no-verify", help="skip the replay of the chosen plan")] = False,
     trace: TraceOpt = None,
     plot: PlotOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress on stderr")] = False,
     compare: Annotated[bool, typer.Option(
         "--compare", help="also price every baseline (production, framework, single-dimension, exhaustive when "
                           "small enough) with the verifier and print the optimiser's speedup over each")] = False,
 ) -> None:
     """Find the fastest layout, replay it (unless --no-verify) and print both; write the plan JSON only with -o."""
     from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
+    from scaleacross_milp.report.progress import LiveProgress
     from scaleacross_milp.report.usage import plan_usage
 
     if no_verify and (trace or plot or compare):
@@ -165,7 +167,8 @@ def solve(
     check_outputs([output, trace, plot], [instance], force)
     spec = load_or_exit(instance)
     try:
-        plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads)
+        with LiveProgress(enabled=not quiet) as progress:
+            plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads, progress=progress)
     except InputError as exc:
         raise fail(f"{instance}: infeasible: {exc}") from None
     except NoPlanFound as exc:

@@ -19,6 +19,7 @@ from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
+from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import Candidate, Screening, screen
 from scaleacross_milp.milp.shapes import per_requested
@@ -147,6 +148,8 @@ class ShapeSearch:
     models: dict[int, object] = field(default_factory=dict)
     solve_s: dict[int, float] = field(default_factory=dict)
     """The shortest HiGHS solve of each shape's model so far (translating the model takes most of a short one)."""
+    progress: ProgressHook | None = None
+    phase: Phase = Phase.patterns
 
     def __post_init__(self) -> None:
         self.bounds = [candidate.floor_s for candidate in self.candidates]
@@ -170,6 +173,20 @@ class ShapeSearch:
     def polish_s(self) -> float:
         """Polishing solves the incumbent's model POLISH_SOLVES times as an LP: that many of its shortest solves."""
         return 0.0 if self.best is None else POLISH_SOLVES * self.solve_s[self.best.index]
+
+    @property
+    def bound(self) -> float:
+        """The bound over the whole searched space so far: the least over the shapes' bounds, the unscreened
+        shapes' floor and the incumbent."""
+        return min(min(self.bounds, default=math.inf), self.screening.unscreened_bound_s, self.incumbent)
+
+    def report(self, phase: Phase | None = None) -> None:
+        """Tell `progress` where the search is (entering `phase` when given)."""
+        self.phase = phase or self.phase
+        if self.progress is not None:
+            self.progress(SearchProgress(self.phase, self.elapsed(), len(self.closed),
+                                         len(self.candidates) - len(self.closed),
+                                         None if self.best is None else self.best.objective, self.bound))
 
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
@@ -230,6 +247,7 @@ class ShapeSearch:
         self.solve_s[i] = min(self.solve_s.get(i, math.inf), outcome.wall_s)
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
             self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model), snapshot(model))
+        self.report()
         return outcome
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
@@ -249,6 +267,7 @@ class ShapeSearch:
         return [self.best_first(groups[key]) for key in sorted(groups)]
 
     def run(self) -> None:
+        self.report(Phase.patterns)
         for queue in [self.best_first(list(range(len(self.candidates)))), *self.spans()]:
             if self.remaining() <= 0:
                 self.out_of_time = True
@@ -257,6 +276,7 @@ class ShapeSearch:
             if i is not None and i not in self.patterns_tried:
                 self.try_patterns(i)
         nodes, progressed = FIRST_NODES, True
+        self.report(Phase.shapes)
         while progressed and not self.out_of_time:
             progressed = False
             for i in self.best_first(list(range(len(self.candidates)))):
@@ -283,6 +303,7 @@ class ShapeSearch:
         when it reaches the front), until one gives a plan, while the time is within RESCUE_SHARE of the limit past
         it (at least one shape whose patterns fit its buildings)."""
         deadline = self.limit * (1 + RESCUE_SHARE)
+        self.report(Phase.rescue)
         queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
         heapq.heapify(queue)
         while queue:
@@ -305,8 +326,10 @@ def solve_instance(
     time_limit_s: float | None = None,
     rel_gap: float | None = None,
     threads: int | None = None,
+    progress: ProgressHook | None = None,
 ) -> Plan:
-    """Search shapes and solve each shape's placement MILP; arguments override instance.search when given.
+    """Search shapes and solve each shape's placement MILP; arguments override instance.search when given;
+    `progress` hears of every phase and solve (`milp.progress`).
 
     The limit covers the whole solve: screening stops at SCREEN_SHARE of it (once a shape has passed), the search
     at the limit, and the bound stays valid over the shapes left unscreened (`Screening.unscreened_bound_s`)."""
@@ -318,15 +341,19 @@ def solve_instance(
     if buildings > MAX_BUILDINGS:
         raise InputError(f"topology.buildings: {buildings:,} buildings; the solver supports at most {MAX_BUILDINGS} "
                          f"(group buildings of one site into one, or solve regions apart)")
+    if progress is not None:
+        progress(SearchProgress(Phase.routes, 0.0, 0, 0, None, math.inf))
     routes = route_table(instance.topology)
+    if progress is not None:
+        progress(SearchProgress(Phase.screening, time.perf_counter() - start, 0, 0, None, math.inf))
     screening = screen(instance, routes, start + SCREEN_SHARE * limit)
     if not screening.candidates and not screening.unscreened:
         raise infeasibility(instance, screening)
-    search = ShapeSearch(screening, start, limit, gap, threads, build_s=time.perf_counter() - start)
+    search = ShapeSearch(screening, start, limit, gap, threads, build_s=time.perf_counter() - start,
+                         progress=progress)
     search.run()
 
-    best = search.best
-    bound = min(min(search.bounds, default=math.inf), screening.unscreened_bound_s, search.incumbent)
+    best, bound = search.best, search.bound
     if best is None:
         if math.isinf(bound):
             raise InfeasibleInstance(
@@ -338,6 +365,7 @@ def solve_instance(
             f"raise --time-limit"
         )
     model, ctx = best.model, best.ctx
+    search.report(Phase.polish)
     restore(model, best.values)
     incumbent, bound = polish(model, model.T, threads), bound / per_requested(ctx)
     wall = time.perf_counter() - start
