@@ -47,7 +47,7 @@ the exact value there, and far cheaper)."""
 TAIL = 1e-13
 GRID_STEP = 1.125
 """Ratio between the unit counts `price_lines` evaluates above 16."""
-LINE_TOLERANCE = 0.02
+LINE_TOLERANCE = 0.1
 """Largest share by which the least of `price_lines` may exceed the time of the units it prices."""
 
 
