@@ -152,7 +152,7 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
             for b in regular:
                 load = act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs)
                 crosses = sum(m.h[b, s, t] + m.h[b, t, s] for s, t in pairs)
-                rows += line_rows(m, ctx, "pp", (i, d), m.tx[b], load, act_gb, most_gb, crosses)
+                rows += line_rows(m, ctx, "pp", (i, d), m.tx[b], load, act_gb, most_gb, crosses, 2 * len(pairs))
     add_rows(m, "steady_xfer", rows)
     m.steady = pyo.Var(regular, domain=pyo.NonNegativeReals)
     excess, makespan = [], []

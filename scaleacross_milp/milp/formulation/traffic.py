@@ -165,21 +165,22 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
 
 
 def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, load, unit_gb: float,
-              most_gb: float, on=1.0) -> list:
+              most_gb: float, on=1.0, on_most: float = 1.0) -> list:
     """lhs >= the time of `load` GB on arc (i, d), made of crossing units of at most `unit_gb` GB each, priced by
     line k of the chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
         lhs >= (a_k u on + b_k load) / c - M (1 - sel[f,i,d,t,k])                            k >= 1
         lhs >= b_0 load / c - M (1 - z[i,t] + sum_k sel[f,i,d,t,k])                          line 0
         lhs >= load / (c max_t eta[i,t])                                                     (choice-free floor)
-    `on` (default 1) scales the intercept: a load that may be zero while the family's line is picked multiplies it
-    by a binary that is 1 whenever the load is positive. M: the largest line at `most_gb`."""
+    `on` (default 1, at most `on_most`) scales the intercept: a load that may be zero while the family's line is
+    picked multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen
+    schedule by sum_o (c_o / c_max) u[o]. M: the largest line at `most_gb`."""
     i, d = arc
     link = ctx.routes.links[i]
     bare = GB / link.capacity_byte_s
     rows = [lhs >= load * bare / max(ctx.efficiency[i, t] for t in link.transports)]
     for t in link.transports:
         lines = ctx.price_lines[i, t]
-        big = bare * max(line.intercept * unit_gb + line.slope * most_gb for line in lines)
+        big = bare * max(line.intercept * unit_gb * on_most + line.slope * most_gb for line in lines)
         picked = [m.sel[family, i, d, t, k] for k in range(1, len(lines))]
         rows.append(lhs >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
         rows += [lhs >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
@@ -253,6 +254,8 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
 
     add_line_choices(m, ctx)
     pp_unit, dp_unit = ctx.unit_gb
+    crossings = [max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options]
+    per_unit = sum(c / max(crossings) * m.u[o] for o, c in enumerate(crossings))  # the chosen option's A chi_o
     raw = [timed_volumes(ctx, v) for v in variants]
     units = {"end": dp_unit_gb(ctx, [r[0] + cross_volumes(ctx, v)[1] for v, r in zip(variants, raw, strict=True)]),
              "mb": dp_unit_gb(ctx, [r[1] for r in raw]), "first": dp_unit_gb(ctx, [r[2] for r in raw])}
@@ -261,7 +264,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         m.gxt = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     rows = []
     for a in arcs:
-        times = [("pp", m.xfer[a], m.pp[a], pp_unit, bounds["pp_arc"]),
+        times = [("pp", m.xfer[a], m.pp[a], pp_unit, bounds["pp_arc"], per_unit),
                  ("dp", m.bdp[a], m.dp[a], dp_unit, bounds["dp_arc"]),
                  ("dp", m.dpx, m.dpe[a], units["end"], bounds["dp_arc"]),
                  ("dp0", m.dpx0, m.dpe0[a], units["end"], bounds["dp_arc"])]
@@ -269,8 +272,8 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
             times.append(("dp", m.gxt[a], m.gxm[a], units["mb"], bounds["dp_arc"]))
         if any(firsts):
             times.append(("dp0", m.first_gather, m.gx1[a], units["first"], bounds["dp_arc"]))
-        for family, lhs, load, unit, most in times:
-            rows += line_rows(m, ctx, family, a, lhs, load, unit, most)
+        for family, lhs, load, unit, most, *on in times:
+            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on)
     add_rows(m, "link_time", rows)
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
     if streamed:
