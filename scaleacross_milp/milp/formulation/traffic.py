@@ -23,15 +23,19 @@ prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshar
 the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
     dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])   (dp_load)
     gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
-With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction), rows link_time:
-    busy[a] >= (m pp[a] + dp[a]) / (c_l eta[l,t]) - M (1 - z[l,t])   the link carries one iteration's bytes
-    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t])               one microbatch's sends ...
-    gcyc[a] >= (pp[a] + gxm[a]) / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= gcyc[a] (link_cycle; cycle >= xfer[a]
-                                  without FSDP)                      ... and gathers, once per cycle
+A link's time is concave in the units that cross it (`costmodel.network.price_lines`): line k of link l under
+transport t prices L GB made of units of at most u GB as (a_k u + b_k L) / c_l; `line_rows` picks a line per arc
+and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, needs none). Rows link_time
+(T_f(L; u): that price in family f = pp, dp or dp0, u the unit of each load):
+    xfer[a] >= T_pp(pp[a]; A chi_o)       one microbatch's sends      link_busy:  busy[a] >= m xfer[a] + bdp[a]
+    bdp[a]  >= T_dp(dp[a]; S (G_v + Q_v) / D)                         the link carries one iteration's bytes
+    gxt[a]  >= T_dp(gxm[a]; S G_mb / D),   gcyc[a] >= xfer[a] + gxt[a] (link_gathers),  cycle >= gcyc[a]
+                                  (link_cycle; cycle >= xfer[a] without FSDP)  ... and gathers, once per cycle
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx     >= dpe[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
-    first_gather >= gx1[a] / (c_l eta[l,t]) - M (1 - z[l,t])   (`iteration`: exposed at the start)
+    dpx     >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
+(busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
 Stage 0's own share (dpe0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
 when the pipeline's last backward ends (`iteration`).
 """
