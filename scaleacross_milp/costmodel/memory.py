@@ -67,8 +67,15 @@ class ModelParams:
     average: LayerParams
 
 
-@lru_cache(maxsize=64)
 def model_params(model: ModelSpec) -> ModelParams:
+    """The model's `ModelParams`, counted once per model (cached on its JSON: a model copied with a list inside is
+    not hashable)."""
+    return _model_params(model.model_dump_json())
+
+
+@lru_cache(maxsize=64)
+def _model_params(model_json: str) -> ModelParams:
+    model = ModelSpec.model_validate_json(model_json)
     share = len(model.moe_layer_indices()) / model.layers
     d, m = layer_params(model, False), layer_params(model, True)
     return ModelParams(d, m, share, LayerParams(dense=(1 - share) * d.dense + share * m.dense, expert=share * m.expert))

@@ -16,12 +16,16 @@ Loss (probability p per packet) is recovered per connection (`connection_goodput
 A resource (an ECMP path, or the sprayed pool) of raw capacity C carrying k subflows delivers
 C x goodput(min(C / k, cap)) (`resource_goodput`); the link's efficiency is load balance x the goodput of the
 busiest path (`link_efficiency`).
+n crossing units (g subflows and at most u seconds of bytes at bare capacity each) take t(n) = n u / e(n g),
+concave in n: the MILP prices a link by the least of a few lines a_k u + b_k n u, each above t at every n
+(`price_lines`; `milp.formulation.traffic.line_rows` picks one per arc), the replay at the subflows it carries.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -41,6 +45,10 @@ EXACT_MEAN_LOAD = 32.0
 """Above this many subflows per path E[max load] takes the unconditioned Poisson limit F(k)^P (within 0.2 % of
 the exact value there, and far cheaper)."""
 TAIL = 1e-13
+GRID_STEP = 1.125
+"""Ratio between the unit counts `price_lines` evaluates above 16."""
+LINE_TOLERANCE = 0.1
+"""Largest share by which the least of `price_lines` may exceed the time of the units it prices."""
 
 
 def _poisson(lam: float, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -150,28 +158,66 @@ def fastest_nic_byte_s(gpus: Iterable[GPUType]) -> float:
 
 
 def _unit_grid(most: int) -> list[int]:
-    """1..16, then steps of 25 % up to `most` (and `most` itself)."""
+    """Unit counts 1..16, then steps of GRID_STEP up to `most` (and `most` itself)."""
     grid = list(range(1, min(16, most) + 1))
     while grid[-1] < most:
-        grid.append(min(most, math.ceil(grid[-1] * 1.25)))
+        grid.append(min(most, math.ceil(grid[-1] * GRID_STEP)))
     return grid
 
 
-def priced_units(link: Link, transport: Transport, unit_subflows: int, unit_s: float, budget_s: float, most: int,
-                 subflow_cap_byte_s: float = math.inf) -> int:
-    """How many concurrent crossing units a planner that does not know the count should price `link` at.
+def _concave_envelope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least concave function through (0, 0) at or above the points (x, y), at x (upper hull, monotone chain)."""
+    hull = [(0.0, 0.0)]
+    for point in zip(x.tolist(), y.tolist(), strict=True):
+        while len(hull) >= 2 and ((hull[-1][1] - hull[-2][1]) * (point[0] - hull[-2][0])
+                                  <= (point[1] - hull[-2][1]) * (hull[-1][0] - hull[-2][0])):
+            hull.pop()
+        hull.append(point)
+    xs, ys = zip(*hull, strict=True)
+    return np.interp(x, xs, ys)
 
-    A unit (one crossing cell) opens g = `unit_subflows` subflows and moves at most `unit_s` seconds of bytes at
-    the link's bare capacity; n units take n u / e(n g) (e = link_efficiency, increasing in n). Pricing every
-    load at e(n* g) over-prices loads of n >= n* units and under-prices smaller ones by
-        delta(n) = n u (1 / e(n g) - 1 / e(n* g)),
-    so the answer is the largest n* <= `most` with max_{n < n*} delta(n) <= `budget_s` (n on `_unit_grid`)."""
-    grid = _unit_grid(max(1, most))
-    cost = {n: n * unit_s / link_efficiency(link, transport, n * unit_subflows, subflow_cap_byte_s) for n in grid}
-    best = grid[0]
-    for i, n in enumerate(grid[1:], start=1):
-        rate = cost[n] / n
-        if max(cost[m] - m * rate for m in grid[:i]) > budget_s:
-            break
-        best = n
-    return best
+
+def _reach(line: PriceLine, grid: np.ndarray, need: np.ndarray, over: np.ndarray) -> int:
+    """How many grid points from the first one in `over` onwards `line` prices within LINE_TOLERANCE."""
+    first = int(np.argmax(over))
+    fits = line.intercept + line.slope * grid[first:] <= (1 + LINE_TOLERANCE) * need[first:]
+    return len(fits) if fits.all() else int(np.argmin(fits))
+
+
+@dataclass(frozen=True)
+class PriceLine:
+    """One line of a link's concave time: n units of u seconds (at bare capacity) each take at most
+    intercept u + slope n u."""
+
+    slope: float
+    intercept: float
+
+
+def price_lines(link: Link, transport: Transport, unit_subflows: int, most: int,
+                subflow_cap_byte_s: float = math.inf) -> tuple[PriceLine, ...]:
+    """Lines whose minimum bounds a link's time from above, for any number n <= `most` of crossing units.
+
+    A unit opens g = `unit_subflows` subflows and moves at most u seconds of bytes at the link's bare capacity; n
+    units take t(n) = n u / e(n g) (e = link_efficiency, non-decreasing in n: collisions even out and loss windows
+    shrink), concave in n. On `_unit_grid` (consecutive integers up to 16, where t is exact; above, between grid
+    points n' < n, e >= e(n' g)) t is at most R(n) = n / e(n' g) (units of u), and at most its concave envelope
+    through the origin, Rc. Lines l_k(n) = a_k + b_k n:
+      l_0        a = 0, b = max_n R(n) / n (= 1 / e(g)): a lone unit's price, no intercept (no binary needed);
+      l_k, k > 0 while some n has min_k' l_k'(n) > (1 + LINE_TOLERANCE) Rc(n): of the tangents of Rc (b = the slope
+                 of one of its segments, a = max_n (Rc(n) - b n) >= 0) the one pricing the longest run from the
+                 first such n within the tolerance,
+    so every line is >= Rc >= t at every n <= `most` (>= n u / e(`most` g) too: a valid lower price), and
+    min_k l_k is within LINE_TOLERANCE of Rc; the MILP may pick whichever line it likes."""
+    grid = np.array(_unit_grid(max(1, most)), dtype=float)
+    eff = np.array([link_efficiency(link, transport, int(n) * unit_subflows, subflow_cap_byte_s) for n in grid])
+    floor = np.minimum(eff, np.append(eff[:1], eff[:-1]))
+    need = _concave_envelope(grid, grid / np.where(np.append(True, np.diff(grid) == 1), eff, floor))
+    slopes = np.maximum(0.0, np.diff(need) / np.diff(grid)) if len(grid) > 1 else np.zeros(0)
+    slopes = np.append(slopes, slopes[-1:] if len(slopes) else need / grid)
+    candidates = [PriceLine(float(b), float(max(0.0, np.max(need - b * grid)))) for b in slopes]
+    lines = [PriceLine(float(np.max(need / grid)), 0.0)]
+    while True:
+        over = np.min([line.intercept + line.slope * grid for line in lines], axis=0) > (1 + LINE_TOLERANCE) * need
+        if not over.any():
+            return tuple(lines)
+        lines.append(max(candidates[int(np.argmax(over)):], key=lambda line: _reach(line, grid, need, over)))

@@ -11,17 +11,13 @@ from scaleacross_milp.calibration.piecewise import Breakpoints, breakpoints
 from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts
 from scaleacross_milp.costmodel.memory import ShapeMemory
-from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficiency, priced_units
+from scaleacross_milp.costmodel.network import PriceLine, fastest_nic_byte_s, link_efficiency, price_lines
 from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Transport
-
-UNDERPRICE_BUDGET = 0.03
-"""Largest share of the iteration by which a link's fixed efficiency may under-price a plan (issue 12's
-worst-case MILP-vs-replay target)."""
 
 
 def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> list[DPVariant]:
@@ -136,49 +132,44 @@ class ShapeContext:
         return min(self.shape.cells_per_stage, self.instance.topology.building(building).gpus // self.shape.cell_gpus)
 
     @cached_property
-    def flows_per_crossing(self) -> dict[tuple[int, Transport], int]:
-        """Subflows the MILP prices each link at under each transport: n* units x g, g = cell_gpus x queue pairs.
-
-        Units: a cell crossing a stage boundary opens g connections (its pipelines x TP x CP) and moves at most
-        m A chi_max GB per iteration; a stage split x_s / x_t between two buildings exchanges DP state over
-        (x_s + x_t - gcd) g >= max(x_s, x_t) g connections (each of the g DP groups pairs every member with the
+    def unit_gb(self) -> tuple[float, float]:
+        """(pipeline GB per microbatch, DP GB per iteration) one crossing unit moves at most, over the shape's options
+        and variants. A unit is a cell crossing a stage boundary: it opens g = cell_gpus x queue pairs connections
+        (its pipelines x TP x CP) and sends A chi_max GB per microbatch (A: one cell's activations, chi_max: the
+        most crossings per boundary, `traffic`). A stage split x_s / x_t between two buildings exchanges DP state
+        over (x_s + x_t - gcd) g >= max(x_s, x_t) g connections (each of the g DP groups pairs every member with the
         members of the other building whose shard slices overlap its own) and moves S_j (G_v x_s + Q_v x_t) / D
-        <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_max max_v (G_v + Q_v) / D per g connections.
-        n units thus take at most n u / e(n g), u = (m A chi_max + S_max max_v (G_v + Q_v) / D) / c.
+        <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_max max_v (G_v + Q_v) / D per g connections."""
+        from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, dp_unit_gb
 
-        The count is a placement outcome the MILP's linear link time cannot see, and efficiency grows with it
-        (costmodel.network.link_efficiency), so any one count over-prices loads above it and under-prices loads
-        below it. n* = `priced_units`: the largest count such that no smaller load is under-priced by more than
-        UNDERPRICE_BUDGET of the iteration floor m (L / p) min_k tau_k (compute of an average stage on the fastest
-        GPU type), at most p D units. A link whose unit is short against the iteration is priced near its
-        many-connection efficiency, so the MILP does not shun ECMP there; where a lone unit's collisions cost more
-        than the budget, the MILP prices them and over-prices larger loads instead."""
-        from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
-
-        shape, costs = self.shape, self.costs
-        layers = self.instance.model_spec.layers
-        floor_s = shape.microbatches * layers / shape.pp * min(g.layer.total_s for g in self.building_costs.values())
         chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in self.options)
-        pp_gb = shape.microbatches * costs.p2p_bytes * shape.ep / GB * chi
-        dp_gb = max(stage_grad_gb(self, j) for j in range(shape.pp)) * max(
-            sum(cross_volumes(self, v)) for v in range(len(self.variants))) / shape.cells_per_stage
+        return (self.costs.p2p_bytes * self.shape.ep / GB * chi,
+                dp_unit_gb(self, [sum(cross_volumes(self, v)) for v in range(len(self.variants))]))
+
+    @cached_property
+    def price_lines(self) -> dict[tuple[int, Transport], tuple[PriceLine, ...]]:
+        """The lines of `costmodel.network.price_lines` for each link under each transport: n crossing units of u
+        seconds each (at bare capacity) take at most min_k (a_k u + b_k n u), for any n up to p D units of g
+        subflows (each capped at the fastest NIC's share per queue pair for the go-back-N window). The MILP picks
+        a line per arc (`traffic.line_rows`), so a link costs what the units that cross it take, whether one
+        unit crosses a thin ECMP link (few subflows: collisions) or many."""
+        shape = self.shape
         nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
-        counts = {}
-        for i, link in enumerate(self.routes.links):
-            qp = link.queue_pairs_per_connection
-            for transport in link.transports:
-                units = priced_units(link, transport, shape.cell_gpus * qp, (pp_gb + dp_gb) * GB / link.capacity_byte_s,
-                                     UNDERPRICE_BUDGET * floor_s, shape.cells_per_stage * shape.pp, nic / qp)
-                counts[i, transport] = units * shape.cell_gpus * qp
-        return counts
+        return {
+            (i, transport): price_lines(link, transport, shape.cell_gpus * link.queue_pairs_per_connection,
+                                        shape.cells_per_stage * shape.pp, nic / link.queue_pairs_per_connection)
+            for i, link in enumerate(self.routes.links)
+            for transport in link.transports
+        }
 
     @cached_property
     def efficiency(self) -> dict[tuple[int, Transport], float]:
-        """Effective fraction of each link's capacity under each transport it supports, at `flows_per_crossing`
-        subflows (each capped at the fastest NIC's share per queue pair for the go-back-N window)."""
+        """The best fraction of each link's capacity under each transport: link_efficiency at p D units (the most
+        subflows that can cross it; efficiency grows with them). A GB takes at least 1 / (c efficiency) s."""
         nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+        units = self.shape.cells_per_stage * self.shape.pp * self.shape.cell_gpus
         return {
-            (i, transport): link_efficiency(link, transport, self.flows_per_crossing[i, transport],
+            (i, transport): link_efficiency(link, transport, units * link.queue_pairs_per_connection,
                                             nic / link.queue_pairs_per_connection)
             for i, link in enumerate(self.routes.links)
             for transport in link.transports
@@ -186,9 +177,10 @@ class ShapeContext:
 
     @cached_property
     def seconds_per_gb(self) -> dict[tuple[int, Transport], float]:
-        """Seconds one GB takes on link i (one direction) under each transport: 1 / (capacity x efficiency)."""
-        return {(i, transport): 1e9 / (self.routes.links[i].capacity_byte_s * eff)
-                for (i, transport), eff in self.efficiency.items()}
+        """The most seconds one GB can take on link i (one direction) under each transport: the slope of its first
+        price line, a lone unit's (no intercept), b_0 / c. Every price line's minimum is at most b_0 L / c."""
+        return {(i, transport): lines[0].slope * 1e9 / self.routes.links[i].capacity_byte_s
+                for (i, transport), lines in self.price_lines.items()}
 
     def head_stage(self, option: ScheduleOption) -> int:
         """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped

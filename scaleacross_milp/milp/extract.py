@@ -47,13 +47,17 @@ def pipeline_routes(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[PipelineRou
 
 
 def link_uses(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[LinkUse]:
+    """Per link, its busier direction: loads (GB per iteration), the busy time the MILP priced (`busy`, polished
+    to its lower bound: the price line the loads' crossing units are charged at) and the efficiency that implies,
+    load / (capacity x busy) (the best case, `ShapeContext.efficiency`, on an idle link)."""
     uses = []
     for i, link in enumerate(ctx.routes.links):
         transport = _chosen(m.z, [(i, t) for t in link.transports])[1]
-        pp = max(0.0, *(_val(m.pp[i, d]) for d in (1, -1))) * ctx.shape.microbatches
-        dp = max(0.0, *(_val(m.dp[i, d]) for d in (1, -1)))
-        busy = (pp + dp) * ctx.seconds_per_gb[i, transport]
-        uses.append(LinkUse(a=link.a, b=link.b, transport=transport, efficiency=ctx.efficiency[i, transport],
+        busy, d = max((max(0.0, _val(m.busy[i, d])), d) for d in (1, -1))
+        pp = max(0.0, _val(m.pp[i, d])) * ctx.shape.microbatches
+        dp = max(0.0, _val(m.dp[i, d]))
+        priced = (pp + dp) * 1e9 / (link.capacity_byte_s * busy) if busy > 0 else ctx.efficiency[i, transport]
+        uses.append(LinkUse(a=link.a, b=link.b, transport=transport, efficiency=min(1.0, priced),
                             pp_gbyte=pp, dp_gbyte=dp, busy_s=busy))
     return uses
 

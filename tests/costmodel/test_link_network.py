@@ -1,4 +1,4 @@
-"""costmodel.network: hashed load balance, per-connection loss recovery, spraying, the MILP's priced count."""
+"""costmodel.network: hashed load balance, per-connection loss recovery, spraying, the MILP's price lines."""
 
 from __future__ import annotations
 
@@ -81,13 +81,13 @@ def test_queue_pairs_are_more_hashed_subflows():
     assert network.link_efficiency(one, ECMP_GBN, 8 * 16) > network.link_efficiency(one, ECMP_GBN, 8)
 
 
-def test_priced_units_bounds_the_under_pricing_of_smaller_loads():
-    # 2 paths, 1 subflow and 1 s per unit: n / e(n) = 2, 3, 4.5, 5.5 for n = 1..4 (e(4) = 2 / 2.75).
-    # Pricing at n* = 2 under-prices n = 1 by 2 - 3/2 = 0.5; at 3 by max(0.5, 0); at 4 by max(0.625, 0.25, 0.375).
-    two = link(2)
-    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.55, 4) == 3
-    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.45, 4) == 1
-    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.7, 4) == 4
-    assert network.priced_units(two, ECMP_SR, 1, 1.0, 0.0, 4) == 1
-    assert network.priced_units(link(1), ECMP_SR, 8, 1.0, 0.0, 40) == 40  # one path: no collisions to price
-    assert network.priced_units(link(16), SPRAY, 8, 1.0, 0.0, 40) == 40
+def test_price_lines_bound_the_concave_time_from_above():
+    # 2 paths, 1 subflow per unit: t(n) = n / e(n) = 2, 3, 4.5, 5.5 for n = 1..4 (E[max] = 1, 1.5, 2.25, 2.75).
+    # Its concave envelope through the origin drops (2, 3): 2, 3.25, 4.5, 5.5. Line 0 is a lone unit's, 2 n; it
+    # exceeds the envelope by more than 10 % from n = 2, where the tangent of slope 1.25 (intercept 0.75) prices
+    # n = 2..4 within it (3.25, 4.5, 5.75 <= 1.1 x 5.5).
+    lines = network.price_lines(link(2), ECMP_SR, 1, 4)
+    assert [(line.slope, line.intercept) for line in lines] == [(pytest.approx(2.0), 0.0),
+                                                                (pytest.approx(1.25), pytest.approx(0.75))]
+    assert network.price_lines(link(1), ECMP_SR, 8, 40) == (network.PriceLine(1.0, 0.0),)  # one path: no collisions
+    assert len(network.price_lines(link(16), SPRAY, 8, 40)) == 1

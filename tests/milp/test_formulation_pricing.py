@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 import pytest
 
+from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficiency
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import polish, solve_milp
@@ -67,7 +68,9 @@ def test_single_microbatch_dp_out_exposes_the_whole_cross_building_reduction(tin
     costs = ctx.costs
     copy = (32 * costs.grad_bytes_per_layer_per_cell + costs.grad_bytes_fixed_first + costs.grad_bytes_fixed_last)
     transport = next(t for t in ctx.routes.links[0].transports if pyo.value(m.z[0, t]) > 0.5)
-    seconds = copy / (ctx.routes.links[0].capacity_byte_s * ctx.efficiency[0, transport])
+    link = ctx.routes.links[0]  # one cell (8 GPUs x queue pairs connections) per hall: a lone unit's efficiency
+    nic, qp = fastest_nic_byte_s([instance.gpu_types["h100"]]), link.queue_pairs_per_connection
+    seconds = copy / (link.capacity_byte_s * link_efficiency(link, transport, 8 * qp, nic / qp))
     assert pyo.value(m.dp[0, 1]) == pytest.approx(copy / GB, rel=1e-6)
     assert pyo.value(m.dp_exposed) == pytest.approx(seconds, rel=1e-6)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 import pytest
 
+from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficiency
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import polish, solve_milp
@@ -43,7 +44,10 @@ def test_1f1b_pays_one_transfer_per_microbatch_across_the_boundary(tiny, microba
     ctx, m = pipeline_over_two_halls(tiny, "1f1b", microbatches)
     link = ctx.routes.links[0]
     (transport,) = [t for t in link.transports if pyo.value(m.z[0, t]) > 0.5]
-    transfer = ctx.costs.p2p_bytes / (link.capacity_byte_s * ctx.efficiency[0, transport])
+    # one cell (8 GPUs x queue pairs connections) crosses: the price of a lone unit, the replay's for that send
+    qp = link.queue_pairs_per_connection
+    nic = fastest_nic_byte_s([ctx.instance.gpu_types["h100"]])
+    transfer = ctx.costs.p2p_bytes / (link.capacity_byte_s * link_efficiency(link, transport, 8 * qp, nic / qp))
     latency = ctx.routes.latency_s["A", "B"]
     c0, c1 = (pyo.value(m.Cst[j]) for j in m.J)
     slow, fast = max(c0, c1), min(c0, c1)

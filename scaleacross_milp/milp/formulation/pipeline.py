@@ -31,7 +31,9 @@ plus its latency; the chain's excess over the cycle is
 and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B / ZB-H1: every one but those in
 the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
     Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]
-    tx[b] >= A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) / (c_l eta[l,t]) - M (1 - z[l,t])   every arc a
+    tx[b] >= the time of A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) GB on every arc a, priced by the line
+             the arc's pipeline sends pick (`traffic.line_rows`, units of A GB, the intercept on only when some
+             pipeline crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
 (rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`). For p = 2
 under 1F1B the makespan is then the replay's: m max_j Cst[j] + min_j Cst[j] + m (lat + tx)
 + (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). The warm-up and cool-down also wait on some sends (a few
@@ -48,6 +50,7 @@ from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import chosen_value
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.formulation.traffic import add_line_choices, line_rows
 from scaleacross_milp.spec.search import Schedule
 
 GB = 1e9
@@ -103,7 +106,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.fill_sends = pyo.Var(domain=pyo.NonNegativeReals)
     add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends, terms, m.u,
                                                 options, big))
-    add_steady_sends(m, ctx, regular, terms, big)
+    add_steady_sends(m, ctx, regular, terms, big, bounds["pp_arc"])
 
     steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
     rows = []
@@ -131,22 +134,25 @@ def steady_chain(ctx: ShapeContext, o: int, b: int) -> tuple[float, float, int]:
     return 0.0, 0.0, 0
 
 
-def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], terms: list, big: float) -> None:
-    """Vars tx[b], steady[b] and the rows steady_xfer, steady_excess, steady_makespan (module docstring)."""
-    links, options = ctx.routes.links, list(m.O)
+def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], terms: list, big: float,
+                     most_gb: float) -> None:
+    """Vars tx[b], steady[b] and the rows steady_xfer, steady_excess, steady_makespan (module docstring); `most_gb`
+    bounds an arc's pipeline GB per microbatch."""
+    options = list(m.O)
     chains = {b: [steady_chain(ctx, o, b) for o in options] for b in regular}
     if not any(count for chain in chains.values() for _, _, count in chain):
         return
     act_gb = ctx.costs.p2p_bytes * ctx.shape.ep / GB
+    add_line_choices(m, ctx)
     m.tx = pyo.Var(regular, domain=pyo.NonNegativeReals)
     rows = []
-    for i, link in enumerate(links):
+    for i in range(len(ctx.routes.links)):
         for d in (1, -1):
             pairs = ctx.routes.pairs_over((i, d))
-            per_gb = [ctx.seconds_per_gb[i, t] for t in link.transports]
             for b in regular:
                 load = act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs)
-                rows += choice_lower_bounds(m.tx[b], [(per_gb, load)], m.z, [(i, t) for t in link.transports], big)
+                crosses = sum(m.h[b, s, t] + m.h[b, t, s] for s, t in pairs)
+                rows += line_rows(m, ctx, "pp", (i, d), m.tx[b], load, act_gb, most_gb, crosses, 2 * len(pairs))
     add_rows(m, "steady_xfer", rows)
     m.steady = pyo.Var(regular, domain=pyo.NonNegativeReals)
     excess, makespan = [], []

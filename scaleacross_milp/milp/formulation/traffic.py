@@ -23,15 +23,19 @@ prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshar
 the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
     dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])   (dp_load)
     gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
-With efficiency eta[l,t] of link l under transport t and capacity c_l (GB/s per direction), rows link_time:
-    busy[a] >= (m pp[a] + dp[a]) / (c_l eta[l,t]) - M (1 - z[l,t])   the link carries one iteration's bytes
-    xfer[a] >= pp[a] / (c_l eta[l,t]) - M (1 - z[l,t])               one microbatch's sends ...
-    gcyc[a] >= (pp[a] + gxm[a]) / (c_l eta[l,t]) - M (1 - z[l,t]),  cycle >= gcyc[a] (link_cycle; cycle >= xfer[a]
-                                  without FSDP)                      ... and gathers, once per cycle
+A link's time is concave in the units that cross it (`costmodel.network.price_lines`): line k of link l under
+transport t prices L GB made of units of at most u GB as (a_k u + b_k L) / c_l; `line_rows` picks a line per arc
+and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, needs none). Rows link_time
+(T_f(L; u): that price in family f = pp, dp or dp0, u the unit of each load):
+    xfer[a] >= T_pp(pp[a]; A chi_o)       one microbatch's sends      link_busy:  busy[a] >= m xfer[a] + bdp[a]
+    bdp[a]  >= T_dp(dp[a]; S (G_v + Q_v) / D)                         the link carries one iteration's bytes
+    gxt[a]  >= T_dp(gxm[a]; S G_mb / D),   gcyc[a] >= xfer[a] + gxt[a] (link_gathers),  cycle >= gcyc[a]
+                                  (link_cycle; cycle >= xfer[a] without FSDP)  ... and gathers, once per cycle
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx     >= dpe[a] / (c_l eta[l,t]) - M (1 - z[l,t]),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
-    first_gather >= gx1[a] / (c_l eta[l,t]) - M (1 - z[l,t])   (`iteration`: exposed at the start)
+    dpx     >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
+(busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
 Stage 0's own share (dpe0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
 when the pipeline's last backward ends (`iteration`).
 """
@@ -136,6 +140,58 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     add_rows(m, "shared0_def", [row for s, t in pairs for row in rows(m.shared0[s, t], [0], s, t)])
 
 
+LINE_FAMILIES = ("pp", "dp", "dp0")
+"""Loads that pick their price line apart (`line_rows`): pipeline sends, DP traffic, stage 0's DP traffic."""
+
+
+def dp_unit_gb(ctx: ShapeContext, volumes: list[float]) -> float:
+    """DP GB one crossing unit moves at most for per-variant volumes in gradient-sized units per cell:
+    S_max max_v volume_v / D (`ShapeContext.unit_gb`)."""
+    return max(stage_grad_gb(ctx, j) for j in range(ctx.shape.pp)) * max(volumes) / ctx.shape.cells_per_stage
+
+
+def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Binaries sel[f,i,d,t,k]: load family f on arc (i, d) is priced by line k >= 1 of link i under transport t
+    (`ShapeContext.price_lines`), at most one line per family and arc, only under the chosen transport:
+        sum_k sel[f,i,d,t,k] <= z[i,t]                                                       (line_pick)
+    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them)."""
+    if hasattr(m, "sel"):
+        return
+    links = ctx.routes.links
+    arcs = [(i, d) for i in range(len(links)) for d in (1, -1)]
+    picks = [(f, i, d, t) for f in LINE_FAMILIES for i, d in arcs for t in links[i].transports
+             if len(ctx.price_lines[i, t]) > 1]
+    m.SEL = pyo.Set(initialize=[(*pick, k) for pick in picks for k in range(1, len(ctx.price_lines[pick[1], pick[3]]))],
+                    dimen=5)
+    m.sel = pyo.Var(m.SEL, domain=pyo.Binary)
+    m.line_pick = pyo.Constraint(picks, rule=lambda m, f, i, d, t: sum(
+        m.sel[f, i, d, t, k] for k in range(1, len(ctx.price_lines[i, t]))) <= m.z[i, t])
+
+
+def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, load, unit_gb: float,
+              most_gb: float, on=1.0, on_most: float = 1.0) -> list:
+    """lhs >= the time of `load` GB on arc (i, d), made of crossing units of at most `unit_gb` GB each, priced by
+    line k of the chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
+        lhs >= (a_k u on + b_k load) / c - M (1 - sel[f,i,d,t,k])                            k >= 1
+        lhs >= b_0 load / c - M (1 - z[i,t] + sum_k sel[f,i,d,t,k])                          line 0
+        lhs >= load / (c max_t eta[i,t])                                                     (choice-free floor)
+    `on` (default 1, at most `on_most`) scales the intercept: a load that may be zero while the family's line is
+    picked multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen
+    schedule by sum_o (c_o / c_max) u[o]. M: the largest line at `most_gb`."""
+    i, d = arc
+    link = ctx.routes.links[i]
+    bare = GB / link.capacity_byte_s
+    rows = [lhs >= load * bare / max(ctx.efficiency[i, t] for t in link.transports)]
+    for t in link.transports:
+        lines = ctx.price_lines[i, t]
+        big = bare * max(line.intercept * unit_gb * on_most + line.slope * most_gb for line in lines)
+        picked = [m.sel[family, i, d, t, k] for k in range(1, len(lines))]
+        rows.append(lhs >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
+        rows += [lhs >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
+                 for line, pick in zip(lines[1:], picked, strict=True)]
+    return rows
+
+
 def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
     links, routes = ctx.routes.links, ctx.routes
     cells, mb = ctx.shape.cells_per_stage, ctx.shape.microbatches
@@ -200,19 +256,32 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
             rows += choice_lower_bounds(load, terms, m.w, variants, bounds["dp_arc"])
     add_rows(m, "dp_load", rows)
 
+    add_line_choices(m, ctx)
+    pp_unit, dp_unit = ctx.unit_gb
+    crossings = [max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options]
+    per_unit = sum(c / max(crossings) * m.u[o] for o, c in enumerate(crossings))  # the chosen option's A chi_o
+    raw = [timed_volumes(ctx, v) for v in variants]
+    units = {"end": dp_unit_gb(ctx, [r[0] + cross_volumes(ctx, v)[1] for v, r in zip(variants, raw, strict=True)]),
+             "mb": dp_unit_gb(ctx, [r[1] for r in raw]), "first": dp_unit_gb(ctx, [r[2] for r in raw])}
+    m.bdp = pyo.Var(m.A, domain=pyo.NonNegativeReals)
+    if streamed:
+        m.gxt = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     rows = []
-    for i, d in arcs:
-        transports = [(i, t) for t in links[i].transports]
-        per_gb = [ctx.seconds_per_gb[i, t] for t in links[i].transports]
-        times = [(m.busy[i, d], mb * m.pp[i, d] + m.dp[i, d]), (m.xfer[i, d], m.pp[i, d]),
-                 (m.dpx, m.dpe[i, d]), (m.dpx0, m.dpe0[i, d])]
+    for a in arcs:
+        times = [("pp", m.xfer[a], m.pp[a], pp_unit, bounds["pp_arc"], per_unit),
+                 ("dp", m.bdp[a], m.dp[a], dp_unit, bounds["dp_arc"]),
+                 ("dp", m.dpx, m.dpe[a], units["end"], bounds["dp_arc"]),
+                 ("dp0", m.dpx0, m.dpe0[a], units["end"], bounds["dp_arc"])]
         if streamed:
-            times.append((m.gcyc[i, d], m.pp[i, d] + m.gxm[i, d]))
+            times.append(("dp", m.gxt[a], m.gxm[a], units["mb"], bounds["dp_arc"]))
         if any(firsts):
-            times.append((m.first_gather, m.gx1[i, d]))
-        for lhs, load in times:
-            rows += choice_lower_bounds(lhs, [(per_gb, load)], m.z, transports, bounds["busy"])
+            times.append(("dp0", m.first_gather, m.gx1[a], units["first"], bounds["dp_arc"]))
+        for family, lhs, load, unit, most, *on in times:
+            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on)
     add_rows(m, "link_time", rows)
+    m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
+    if streamed:
+        m.link_gathers = pyo.Constraint(m.A, rule=lambda m, i, d: m.gcyc[i, d] >= m.xfer[i, d] + m.gxt[i, d])
     m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= (m.gcyc[i, d] if streamed else m.xfer[i, d]))
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
