@@ -6,7 +6,10 @@ The iteration is a graph of operations; an operation starts when all its predece
   data dependencies             F(s, i) needs the activation of F(s-1, i); I/B(s, i) the gradient of
                                 I/B(s+1, i) (F(S-1, i) on the last stage); W(s, i) needs I(s, i)
   transfers                     a send to another building is a fluid flow (verify.network) of pipelines x
-                                b s h beta bytes that arrives after max(local cost, flow time + route latency)
+                                b s h beta bytes that arrives after max(local cost, flow time + route latency);
+                                a rank's sends to one peer run in order (one NCCL stream per rank pair), each
+                                starting once the previous one has arrived, so a rank that produces sends faster
+                                than the link carries them queues them rather than sharing the link between them
   comm stream of each rank      FSDP/HSDP all-gathers, prefetched: issued once the action two before the one
                                 that needs it has finished; the DP reduction of each chunk, layer by layer as
                                 its weight gradients become ready (comm finishes at
@@ -153,6 +156,8 @@ class _Builder:
         self.layered: dict[tuple[int, int], list[int]] = {}
         self.stream_end: dict[tuple[int, int], int] = {}
         self.pulls: dict[int, dict[tuple[str, str], float]] = {}
+        self.channel: dict[tuple[int, int, int], int] = {}
+        """(pattern, rank, peer rank) -> the last cross-building send on that channel (sends run in order)."""
 
     def build(self) -> _Graph:
         for g in range(len(self.r.patterns)):
@@ -249,7 +254,9 @@ class _Builder:
         subflows, qp = self._subflows(src, dst, pattern.pipelines * shape.tp * shape.cp)
         nic = self.w.rank(src, rank).nic_byte_s
         transfer = Transfer(src, dst, pattern.pipelines * self.w.p2p_bytes, subflows, nic / qp, latency, "pp")
-        xfer = self.g.add(XFER, send_s, f"link {src}->{dst}", name, "send", (node,))
+        xfer = self.g.add(XFER, send_s, f"link {src}->{dst}", name, "send",
+                          (node, self.channel.get((g, rank, dst_rank))))
+        self.channel[g, rank, dst_rank] = xfer
         self.g.transfer[xfer] = transfer
         self.arrival[key] = xfer
         return occupy

@@ -16,9 +16,9 @@ and a chain of full replays, each removing one more effect (so these add up):
   dense / MoE layers  D - D1, D1 = D with every layer priced as the average layer, as the MILP does: a stage's
                       real layers (DeepSeek-V3: 3 dense, 58 MoE) differ in parameters, hence in DP and gathers
   steady sends        D1 - D2, D2 = D1 with cross-building sends moving bytes only in fill and drain: neighbours
-                      across a boundary wait on each other's sends every microbatch; the MILP prices this for 1F1B,
-                      ZB-H1 and ZB-V (STEADY_PRICED; their warm-up and cool-down waits, a few transfers, fall in the
-                      residual), so it is measured for GPipe, interleaved and custom orders
+                      across a boundary wait on each other's sends every microbatch; the MILP prices this for GPipe,
+                      1F1B, ZB-H1 and ZB-V (STEADY_PRICED; their warm-up and cool-down waits, a few transfers, fall
+                      in the residual), so it is measured for interleaved and custom orders
 residual = (verifier - prediction) - effects: what both model and must agree within TOLERANCE.
 """
 
@@ -51,7 +51,7 @@ NO_GATHERS = Level(all_gathers=False)
 NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
 STEADY_OFF = Level(steady_transfers=False)
 """D2's level; the chain D1 (FULL), D2 replays the average layer (workload.build_workload(average_layers=True))."""
-STEADY_PRICED = (Schedule.one_f_one_b, Schedule.zb_h1, Schedule.zb_v)
+STEADY_PRICED = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.zb_h1, Schedule.zb_v)
 """Schedules whose steady-state cross-building sends the MILP prices (its two-rank chains across a boundary)."""
 
 

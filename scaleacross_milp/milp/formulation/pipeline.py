@@ -27,7 +27,8 @@ four chunk-ops per rank. Each crossing takes one microbatch's transfer over the 
 plus its latency; the chain's excess over the cycle is
     steady[b] >= a_o Cst[b] + c_o Cst[b+1] + lat[b] + tx[b] - cycle                       (steady_excess)
     1F1B a = c = 1/2;  ZB-H1 a = 1/2, c = (1 - W/C) / 2;  ZB-V a = c = (1 - (W + min(F, I)) / (2 C)) / 2
-    (F, I, W, C = F + I + W: one layer's times); GPipe and interleaved: no rows (a = c = 0)
+    (F, I, W, C = F + I + W: one layer's times); GPipe and interleaved: no rows (a = c = 0; GPipe's sends, one
+    direction per phase, are priced per link by `traffic`'s gpipe_sends)
 and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B / ZB-H1: every one but those in
 the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
     Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]

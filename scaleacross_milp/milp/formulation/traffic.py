@@ -31,6 +31,10 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
     bdp[a]  >= T_dp(dp[a]; S (G_v + Q_v) / D)                         the link carries one iteration's bytes
     gxt[a]  >= T_dp(gxm[a]; S G_mb / D),   gcyc[a] >= xfer[a] + gxt[a] (link_gathers),  cycle >= gcyc[a]
                                   (link_cycle; cycle >= xfer[a] without FSDP)  ... and gathers, once per cycle
+    Tpipe   >= m (xfer[l,+] + xfer[l,-]) + sum_j Cst[j]   under GPipe (gpipe_sends): its forward phase sends every
+                                  microbatch one way, its backward phase the other way, one after the other (a
+                                  rank's sends to a peer run in order), and each stage's forward and backward of one
+                                  microbatch lie outside the link's busy run (before the first send or after the last)
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
     dpx     >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
@@ -48,6 +52,7 @@ from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.spec.search import Schedule
 
 GB = 1e9
 
@@ -283,6 +288,12 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     if streamed:
         m.link_gathers = pyo.Constraint(m.A, rule=lambda m, i, d: m.gcyc[i, d] >= m.xfer[i, d] + m.gxt[i, d])
     m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= (m.gcyc[i, d] if streamed else m.xfer[i, d]))
+    gpipe = [1.0 if ctx.options[o].schedule is Schedule.gpipe else 0.0 for o in options]
+    if any(gpipe):
+        sends = [mb * g for g in gpipe]
+        add_rows(m, "gpipe_sends", [row for i in range(len(links)) for row in choice_lower_bounds(
+            m.Tpipe - sum(m.Cst[j] for j in m.J), [(sends, m.xfer[i, 1]), (sends, m.xfer[i, -1])], m.u, options,
+            2 * bounds["busy"])])
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
     m.dp_latency = pyo.Constraint(
