@@ -383,11 +383,6 @@ def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:
     return attainable(ctx.options, ctx.instance.model_spec.layers, ctx.shape.pp)
 
 
-def admissible_pairs(ctx: ShapeContext) -> list[tuple[ScheduleOption, DPVariant]]:
-    """The shape's admissible (option, variant) pairs, found once (`ShapeContext.pairs`)."""
-    return ctx.pairs
-
-
 def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float) -> float:
     """(L tau_min + e_min) (m + beta_min (p - 1)) / p, with tau_min (`layer_s`) the least time of a layer and
     microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta_min (`bubble`) the

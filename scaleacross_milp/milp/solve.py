@@ -232,7 +232,7 @@ class ShapeSearch:
         """Shape i's MILP, built once and dropped after its full solve (`best` keeps the incumbent's)."""
         if i not in self.models:
             built = time.perf_counter()
-            self.models[i] = build_model(self.ctx(i))
+            self.models[i] = build_model(self.ctx(i), self.bounds[i] / per_requested(self.ctx(i)))
             self.build_s += time.perf_counter() - built
         return self.models[i]
 

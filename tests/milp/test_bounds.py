@@ -9,7 +9,6 @@ import pytest
 
 from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.bounds import (
-    admissible_pairs,
     attainable_options,
     crossing_alternatives_s,
     cycle_floor_s,
@@ -97,7 +96,7 @@ def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     instance, shape = case(tiny)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     ctx = replace(ctx, options=attainable_options(ctx))
-    pairs = admissible_pairs(ctx)
+    pairs = ctx.pairs
     model = build_model(ctx)
     model.shape_floor.deactivate()
     optimum = solve_milp(model, time_limit_s=60, rel_gap=0.0, threads=None)

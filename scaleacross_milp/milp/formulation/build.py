@@ -1,14 +1,14 @@
 """Assemble one shape's MILP from its concerns, with big-M constants derived from valid variable bounds.
 
-The shape's analytical bound enters as a row, T >= `bounds.first_stage_lower_bound_s`: it is valid for every
-point of the MILP, and HiGHS's relaxation does not reach it by itself (it misses the integer layer split), so
-the row lets HiGHS stop as soon as its incumbent is within the gap of it."""
+A lower bound the caller holds on the shape's iteration time enters as a row, T >= floor (`shape_floor`; the search
+passes the shape's sharpened bound, `bounds.first_stage_lower_bound_s`, or the bound an earlier solve proved): it
+is valid for every point of the MILP, and HiGHS's relaxation does not reach it by itself (it misses the integer
+layer split), so the row lets HiGHS stop as soon as its incumbent is within the gap of it."""
 
 from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.milp.bounds import admissible_pairs, first_stage_lower_bound_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import add_choices
 from scaleacross_milp.milp.formulation.iteration import add_iteration
@@ -40,7 +40,8 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline}
 
 
-def build_model(ctx: ShapeContext) -> pyo.ConcreteModel:
+def build_model(ctx: ShapeContext, floor_s: float = 0.0) -> pyo.ConcreteModel:
+    """The shape's MILP; `floor_s` a valid lower bound on its iteration time T (module docstring)."""
     bounds = big_m_bounds(ctx)
     m = pyo.ConcreteModel(name=ctx.shape.label())
     add_placement(m, ctx)
@@ -50,5 +51,5 @@ def build_model(ctx: ShapeContext) -> pyo.ConcreteModel:
     add_traffic(m, ctx, bounds)
     add_memory(m, ctx)
     add_iteration(m, ctx)
-    m.shape_floor = pyo.Constraint(expr=first_stage_lower_bound_s(ctx, admissible_pairs(ctx)) <= m.T)
+    m.shape_floor = pyo.Constraint(expr=floor_s <= m.T)
     return m

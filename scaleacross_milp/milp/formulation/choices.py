@@ -5,7 +5,7 @@
     sum_t z[l,t] = 1        transport t on link l
 Layer granularity: with U_g = sum of u[o] over options needing multiples of g layers per rank,
     |n[j] - g q[j,g]| <= L (1 - U_g),  q integer.
-Pairs that fail the memory screen (`bounds.admissible_pairs`) are excluded:  u[o] + w[v] <= 1.
+Pairs that fail the memory screen (`ShapeContext.pairs`) are excluded:  u[o] + w[v] <= 1.
 HSDP with r replicas keeps each shard group (D/r cells) inside one building:
     |x[j,k] - (D/r) s[j,k,r]| <= D (1 - w[hsdp r]),  s integer.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.milp.bounds import admissible_pairs
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.spec.search import DPMode
 
@@ -28,7 +27,7 @@ def add_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.one_schedule = pyo.Constraint(expr=sum(m.u[o] for o in m.O) == 1)
     m.one_variant = pyo.Constraint(expr=sum(m.w[v] for v in m.V) == 1)
 
-    admissible = admissible_pairs(ctx)
+    admissible = ctx.pairs
     excluded = [(o, v) for o, opt in enumerate(ctx.options) for v, var in enumerate(ctx.variants)
                 if (opt, var) not in admissible]
     m.excluded_pairs = pyo.Constraint(excluded, rule=lambda m, o, v: m.u[o] + m.w[v] <= 1)
