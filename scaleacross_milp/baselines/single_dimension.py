@@ -23,7 +23,7 @@ from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.context import dp_variants
 from scaleacross_milp.milp.solve import solve_instance
 from scaleacross_milp.spec.instance import InputError, Instance
-from scaleacross_milp.spec.plan import Layout
+from scaleacross_milp.spec.plan import Layout, dp_mode_label, schedule_label
 from scaleacross_milp.spec.search import DPMode, Schedule
 
 IMPROVEMENT = 1e-9
@@ -35,10 +35,9 @@ def placement_label(layout: Layout) -> str:
     return f"{layout.shape.label()}: {stages}"
 
 
-def schedule_label(layout: Layout) -> str:
-    chunks = f" v={layout.interleave}" if layout.schedule is Schedule.interleaved else ""
-    replicas = f" x{layout.hsdp_replicas}" if layout.dp_mode is DPMode.hsdp else ""
-    return f"{layout.schedule.value}{chunks}, {layout.dp_mode.value}{replicas}"
+def choice_label(layout: Layout) -> str:
+    """Schedule and DP mode of a descent step (the report's labels)."""
+    return f"{schedule_label(layout)}, {dp_mode_label(layout)}"
 
 
 def transports_label(layout: Layout) -> str:
@@ -92,11 +91,11 @@ def single_dimension(instance: Instance, time_limit_s: float | None = None) -> B
     """Coordinate descent from production's layout (module docstring); `time_limit_s` bounds each MILP solve."""
     start = production(instance)
     layout, current = start.layout, start.iteration_s
-    steps = [Step(dimension="start", change=f"production: {placement_label(layout)}; {schedule_label(layout)}; "
+    steps = [Step(dimension="start", change=f"production: {placement_label(layout)}; {choice_label(layout)}; "
                                             f"{transports_label(layout)}", iteration_s=current)]
     dimensions = (
         ("placement", placement_label, lambda: fastest(instance, [best_placement(instance, layout, time_limit_s)])),
-        ("schedule and DP mode", schedule_label, lambda: fastest(instance, schedule_candidates(instance, layout))),
+        ("schedule and DP mode", choice_label, lambda: fastest(instance, schedule_candidates(instance, layout))),
         ("transports", transports_label, lambda: fastest(instance, [layout.model_copy(update={"transports": t})
                                                                     for t in transport_choices(instance)])),
     )

@@ -9,8 +9,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleacross_milp.spec.plan import BatchUse, Breakdown, Layout, Plan, SolveStats, StageMemoryUse, Usage
-from scaleacross_milp.spec.search import DPMode, Schedule
+from scaleacross_milp.spec.plan import (
+    BatchUse,
+    Breakdown,
+    Plan,
+    SolveStats,
+    StageMemoryUse,
+    Usage,
+    dp_mode_label,
+    schedule_label,
+)
 
 BREAKDOWN_LABELS = {
     "compute_s": "compute",
@@ -44,21 +52,6 @@ def compress_route(buildings: list[str]) -> str:
         count = len(list(run))
         parts.append(name if count == 1 else f"{name} x{count}")
     return " -> ".join(parts)
-
-
-def schedule_label(layout: Layout) -> str:
-    if layout.schedule is None:
-        return f"custom ({layout.schedule_csv})"
-    if layout.schedule is Schedule.interleaved or layout.interleave > 1:
-        return f"{layout.schedule.value} (v={layout.interleave})"
-    return layout.schedule.value
-
-
-def dp_mode_label(layout: Layout) -> str:
-    if layout.dp_mode is DPMode.hsdp and layout.hsdp_replicas:
-        shard = layout.shape.dp // layout.hsdp_replicas
-        return f"hsdp ({layout.hsdp_replicas} replicas x shard group {shard})"
-    return layout.dp_mode.value
 
 
 def header_lines(plan: Plan) -> list[str]:

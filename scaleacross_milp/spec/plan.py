@@ -311,3 +311,20 @@ class Plan(Layout):
 
     def link_transports(self) -> dict[str, Transport]:
         return {f"{use.a}-{use.b}": use.transport for use in self.links} | super().link_transports()
+
+
+def schedule_label(layout: Layout) -> str:
+    """The schedule as the report prints it: `zb-v (v=2)`, `1f1b`, `custom (order.csv)`."""
+    if layout.schedule is None:
+        return f"custom ({layout.schedule_csv})"
+    if layout.schedule is Schedule.interleaved or layout.interleave > 1:
+        return f"{layout.schedule.value} (v={layout.interleave})"
+    return layout.schedule.value
+
+
+def dp_mode_label(layout: Layout) -> str:
+    """The DP mode as the report prints it, HSDP with its replica groups and shard group."""
+    if layout.dp_mode is DPMode.hsdp and layout.hsdp_replicas:
+        shard = layout.shape.dp // layout.hsdp_replicas
+        return f"hsdp ({layout.hsdp_replicas} replicas x shard group {shard})"
+    return layout.dp_mode.value
