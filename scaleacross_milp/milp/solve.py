@@ -17,7 +17,7 @@ from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import model_size, polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import route_table
@@ -100,7 +100,7 @@ class Incumbent:
     objective: float
     """T x B_requested / B_run (`per_requested`): comparable across shapes that run different batches."""
     index: int
-    model: object
+    model: HighsModel
     ctx: ShapeContext
     size: dict[str, int]
     values: list[float | None]
@@ -145,7 +145,7 @@ class ShapeSearch:
     out_of_time: bool = False
     build_s: float = 0.0
     solver_s: float = 0.0
-    models: dict[int, object] = field(default_factory=dict)
+    models: dict[int, HighsModel] = field(default_factory=dict)
     solve_s: dict[int, float] = field(default_factory=dict)
     """The shortest HiGHS solve of each shape's model so far (translating the model takes most of a short one)."""
     progress: ProgressHook | None = None
@@ -228,11 +228,12 @@ class ShapeSearch:
         self.screening.context(candidate)
         self.bounds[i] = max(self.bounds[i], candidate.bound_s)
 
-    def model(self, i: int):
-        """Shape i's MILP, built once and dropped after its full solve (`best` keeps the incumbent's)."""
+    def model(self, i: int) -> HighsModel:
+        """Shape i's MILP, built and translated to HiGHS once, dropped after its full solve (`best` keeps the
+        incumbent's)."""
         if i not in self.models:
             built = time.perf_counter()
-            self.models[i] = build_model(self.ctx(i), self.bounds[i] / per_requested(self.ctx(i)))
+            self.models[i] = HighsModel(build_model(self.ctx(i), self.bounds[i] / per_requested(self.ctx(i))))
             self.build_s += time.perf_counter() - built
         return self.models[i]
 
@@ -246,7 +247,8 @@ class ShapeSearch:
         self.solver_s += outcome.wall_s
         self.solve_s[i] = min(self.solve_s.get(i, math.inf), outcome.wall_s)
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
-            self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model), snapshot(model))
+            self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model.model),
+                                  snapshot(model.model))
         self.report()
         return outcome
 
@@ -256,7 +258,7 @@ class ShapeSearch:
         for pattern in Pattern:
             cells = pattern_cells(self.ctx(i), pattern)
             if cells is not None and (time_limit_s is not None or self.remaining() > 0):
-                with fixed_cells(self.model(i), cells):
+                with fixed_cells(self.model(i).model, cells):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s)
 
     def spans(self) -> list[Iterator[int]]:
@@ -364,10 +366,11 @@ def solve_instance(
             f"no feasible layout found within the {limit:g} s time limit (best bound {bound:.3f} s); "
             f"raise --time-limit"
         )
-    model, ctx = best.model, best.ctx
+    highs, ctx = best.model, best.ctx
+    model = highs.model
     search.report(Phase.polish)
     restore(model, best.values)
-    incumbent, bound = polish(model, model.T, threads), bound / per_requested(ctx)
+    incumbent, bound = polish(highs, model.T, threads), bound / per_requested(ctx)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     stats = SolveStats(

@@ -21,7 +21,7 @@ from scaleacross_milp.milp.bounds import (
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
-from scaleacross_milp.milp.highs import solve_milp
+from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape
@@ -99,7 +99,8 @@ def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     pairs = ctx.pairs
     model = build_model(ctx)
     model.shape_floor.deactivate()
-    optimum = solve_milp(model, time_limit_s=60, rel_gap=0.0, threads=None)
+    highs = HighsModel(model)
+    optimum = solve_milp(highs, time_limit_s=60, rel_gap=0.0, threads=None)
     assert optimum.status == "optimal"
     assert 0 < lower_bound_s(ctx, pairs) <= first_stage_lower_bound_s(ctx, pairs) <= optimum.incumbent + 1e-9
 
@@ -110,10 +111,11 @@ def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
     assert dp_out == {(0, "A"): 1, (1, "A"): 1, (0, "B"): 1, (1, "B"): 1}
     assert pp_out == {(0, "A"): 2, (1, "B"): 2}
     model = build_model(two_halls)
-    full = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None).incumbent
+    highs = HighsModel(model)
+    full = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=None).incumbent
     for cells in (dp_out, pp_out):
         with fixed_cells(model, cells):
-            restricted = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None)
+            restricted = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=None)
         assert restricted.incumbent is not None and restricted.incumbent >= full - 1e-9
         assert {(j, k): round(model.x[j, k].value) for j in model.J for k in model.K if model.x[j, k].value} == cells
 
@@ -128,7 +130,8 @@ def test_a_deeper_stage_exposes_its_first_gather_beyond_its_head_start(tiny):
     model.shape_floor.deactivate()
     model.n[0].fix(4)
     model.n[1].fix(28)
-    assert solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=None).status == "optimal"
+    highs = HighsModel(model)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=None).status == "optimal"
     gpu = ctx.gpu("A")
     gather, head = gpu.gather_s_per_layer[ctx.variants[0]], gpu.head_dp.gather_s[ctx.variants[0]]
     head_start = 4 * gpu.layer.forward_s + gpu.p2p_intra_s + gpu.first_stage_extra.forward_s

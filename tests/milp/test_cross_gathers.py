@@ -9,7 +9,7 @@ import pytest
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import polish, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.verify.verifier import verify
@@ -26,8 +26,9 @@ def split_stage(tiny, dp_mode: str, gbit_s: float) -> tuple[float, float]:
     ctx = shape_context(instance, Shape(tp=8, pp=1, dp=8, micro_batch=1, microbatches=4),
                         route_table(instance.topology))
     m = build_model(ctx)
-    assert solve_milp(m, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
-    polish(m, m.T, threads=1)
+    highs = HighsModel(m)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(highs, m.T, threads=1)
     assert {k: round(pyo.value(m.x[0, k])) for k in m.K} == {"A": 4, "B": 4}
     stats = SolveStats(status="optimal", incumbent_s=pyo.value(m.T), bound_s=pyo.value(m.T), rel_gap=0.0, wall_s=0.0,
                        shapes_total=1, shapes_solved=1, shapes_pruned=0, variables=0, binaries=0, integers=0,

@@ -8,7 +8,7 @@ import pytest
 from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficiency
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import polish, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Layout, Shape
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -28,8 +28,9 @@ def priced(ctx: ShapeContext, cells: dict[tuple[int, str], int], layers: list[in
         for k in m.K:
             m.x[j, k].fix(cells.get((j, k), 0))
             m.y[j, k].fix(1 if cells.get((j, k), 0) else 0)
-    assert solve_milp(m, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
-    polish(m, m.T, threads=1)
+    highs = HighsModel(m)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(highs, m.T, threads=1)
     return m
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import polish, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape
 
@@ -21,8 +21,9 @@ def one_hall(tiny, schedule: str, dp_mode: str) -> tuple:
     m = build_model(ctx)
     for j in m.J:
         m.n[j].fix(16)
-    assert solve_milp(m, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
-    polish(m, m.T, threads=1)
+    highs = HighsModel(m)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(highs, m.T, threads=1)
     return ctx, m
 
 

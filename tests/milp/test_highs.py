@@ -8,7 +8,7 @@ import pytest
 
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import MILPStatus, polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, MILPStatus, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape
@@ -24,16 +24,17 @@ def test_restored_incumbent_polishes_to_its_own_objective_after_another_pattern_
     shape = Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=8)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     model = build_model(ctx)
+    highs = HighsModel(model)
     outcomes, kept = {}, {}
     for pattern in Pattern:
         with fixed_cells(model, pattern_cells(ctx, pattern)):
-            outcomes[pattern] = solve_milp(model, time_limit_s=30, rel_gap=0.0, threads=1).incumbent
+            outcomes[pattern] = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent
         kept[pattern] = snapshot(model)
     assert outcomes[Pattern.dp_out] != pytest.approx(outcomes[Pattern.pp_out], rel=1e-3)
     x_now = {key: pyo.value(var) for key, var in model.x.items()}
     restore(model, kept[Pattern.dp_out])
     assert {key: pyo.value(var) for key, var in model.x.items()} != x_now
-    assert polish(model, model.T, threads=1) == pytest.approx(outcomes[Pattern.dp_out], rel=1e-6)
+    assert polish(highs, model.T, threads=1) == pytest.approx(outcomes[Pattern.dp_out], rel=1e-6)
 
 
 def test_polish_keeps_an_incumbent_that_held_only_within_the_tolerances():
@@ -47,7 +48,7 @@ def test_polish_keeps_an_incumbent_that_held_only_within_the_tolerances():
     model.objective = pyo.Objective(expr=model.T)
     model.x.set_value(0.5, skip_validation=True)
     model.T.set_value(0.5)
-    assert polish(model, model.T, threads=1) == pytest.approx(0.5)
+    assert polish(HighsModel(model), model.T, threads=1) == pytest.approx(0.5)
     assert pyo.value(model.x) == pytest.approx(0.5) and not model.x.fixed
 
 
@@ -66,11 +67,23 @@ def cover(weights: list[int]) -> pyo.ConcreteModel:
 
 def test_statuses_say_how_the_solve_ended():
     # Weights 1, 3, 5, 7 (total 16): the least cover above 8.5 is 9 (1 + 3 + 5), so T = 10.
-    optimal = solve_milp(cover([1, 3, 5, 7]), time_limit_s=30, rel_gap=0.0, threads=1)
+    optimal = solve_milp(HighsModel(cover([1, 3, 5, 7])), time_limit_s=30, rel_gap=0.0, threads=1)
     assert (optimal.status, optimal.incumbent, optimal.finished) == (MILPStatus.optimal, pytest.approx(10.0), True)
-    cut = solve_milp(cover([1, 3, 5, 7]), time_limit_s=30, rel_gap=0.0, threads=1, cutoff=9.5)
+    cut = solve_milp(HighsModel(cover([1, 3, 5, 7])), time_limit_s=30, rel_gap=0.0, threads=1, cutoff=9.5)
     assert (cut.status, cut.incumbent, cut.bound, cut.finished) == (MILPStatus.cut_off, None, 9.5, True)
     capped = cover([1, 3, 5, 7])
     capped.cap = pyo.Constraint(expr=capped.T <= 5)
-    infeasible = solve_milp(capped, time_limit_s=30, rel_gap=0.0, threads=1)
+    infeasible = solve_milp(HighsModel(capped), time_limit_s=30, rel_gap=0.0, threads=1)
     assert (infeasible.status, infeasible.incumbent, infeasible.finished) == (MILPStatus.infeasible, None, True)
+
+
+def test_one_translation_serves_solves_with_other_cutoffs_and_fixings():
+    # The model reaches HiGHS once; a cutoff must not outlive its solve, and fixing then unfixing a variable
+    # must reach HiGHS as bounds. With x3 (weight 7) fixed in, the least cover is 7 + 3 = 10, so T = 11.
+    highs = HighsModel(cover([1, 3, 5, 7]))
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1, cutoff=9.5).status is MILPStatus.cut_off
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(10.0)
+    highs.model.x[3].fix(1)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(11.0)
+    highs.model.x[3].unfix()
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(10.0)

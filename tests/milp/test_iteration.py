@@ -8,7 +8,7 @@ import pytest
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.formulation.piecewise import formulation
-from scaleacross_milp.milp.highs import polish, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape
 
@@ -29,8 +29,9 @@ def test_ddp_sync_is_the_calibrated_curve_at_the_chosen_layers(tiny):
 
     m = build_model(ctx)
     assert len(m.dpi_0_z) == len(sorted({*curves[1].x, *curves[2].x})) - 2  # one shared system per stage
-    assert solve_milp(m, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
-    polish(m, m.T, threads=1)
+    highs = HighsModel(m)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(highs, m.T, threads=1)
     chunks = ctx.options[next(o for o in m.O if pyo.value(m.u[o]) > 0.5)].chunks
     layers = [round(pyo.value(m.n[j])) for j in m.J]
     # stage 0 also reduces the embedding's gradients, stage 1 the LM head's, each in a collective of its own

@@ -14,7 +14,7 @@ from scaleacross_milp.milp.formulation.piecewise import (
     formulation,
     lower_convex_envelope,
 )
-from scaleacross_milp.milp.highs import solve_milp
+from scaleacross_milp.milp.highs import HighsModel, solve_milp
 
 CURVES = {"affine": lambda n: 2.0 + 3.0 * n, "convex": lambda n: 1.0 + 0.05 * n * n, "concave": math.sqrt}
 AFFINE = breakpoints(CURVES["affine"], 1, 20, integer=True)
@@ -38,7 +38,7 @@ def _minimum(curves: list[Curve], x: int, relax_binaries: bool = False, **fixed:
         for var in m.t_z.values():
             var.domain = pyo.UnitInterval
     m.objective = pyo.Objective(expr=m.lhs)
-    outcome = solve_milp(m, time_limit_s=10, rel_gap=0.0, threads=1)
+    outcome = solve_milp(HighsModel(m), time_limit_s=10, rel_gap=0.0, threads=1)
     assert outcome.status == "optimal"
     return pyo.value(m.lhs)
 

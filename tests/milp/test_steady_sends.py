@@ -9,7 +9,7 @@ from scaleacross_milp.costmodel.network import fastest_nic_byte_s, link_efficien
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import polish, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.verify.verifier import verify
@@ -31,8 +31,9 @@ def pipeline_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: floa
         for k in m.K:
             m.x[j, k].fix(1 if k == hall else 0)
             m.y[j, k].fix(1 if k == hall else 0)
-    assert solve_milp(m, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
-    polish(m, m.T, threads=1)
+    highs = HighsModel(m)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(highs, m.T, threads=1)
     return ctx, m
 
 
