@@ -106,6 +106,12 @@ class Incumbent:
     values: list[float | None]
 
 
+def extent(ctx: ShapeContext) -> int:
+    """What a shape's model size grows with: its rows are mostly per (stage, building) and per (stage boundary,
+    ordered building pair), so stages x buildings^2."""
+    return ctx.shape.pp * len(ctx.buildings) ** 2
+
+
 def span(instance: Instance, shape: Shape) -> int:
     """The fewest buildings (largest first) whose stage cells hold the shape's GPUs."""
     need, held = shape.pp * shape.cells_per_stage, 0
@@ -130,7 +136,8 @@ class ShapeSearch:
     rounds: each round solves the full MILP of every open shape that can still beat the incumbent by more than the
     gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's patterns first, if
     phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in solver work;
-    the wall-clock limit only ends the sequence."""
+    the wall-clock limit only ends the sequence, and once there is a plan a shape's model is built only when the
+    builds so far predict it fits the time left (`affordable`)."""
 
     screening: Screening
     start: float
@@ -145,9 +152,13 @@ class ShapeSearch:
     out_of_time: bool = False
     build_s: float = 0.0
     solver_s: float = 0.0
+    model_build_s: float = 0.0
+    """Seconds spent building and translating shape models so far (`build_s` also counts screening)."""
+    model_extent: int = 0
+    """The sum of `extent` over the models built so far."""
     models: dict[int, HighsModel] = field(default_factory=dict)
     solve_s: dict[int, float] = field(default_factory=dict)
-    """The shortest HiGHS solve of each shape's model so far (translating the model takes most of a short one)."""
+    """The shortest HiGHS solve of each shape's model so far."""
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
 
@@ -228,13 +239,25 @@ class ShapeSearch:
         self.screening.context(candidate)
         self.bounds[i] = max(self.bounds[i], candidate.bound_s)
 
+    def affordable(self, i: int) -> bool:
+        """Whether shape i's model can still be built and translated before the limit: always while there is no
+        plan (something must come back), else when the seconds per unit of `extent` of the models built so far
+        predict it fits in what remains. A build cannot be interrupted, so this is what keeps the wall time
+        within the limit once a plan is in hand."""
+        if i in self.models or self.best is None or not self.model_extent:
+            return True
+        return self.model_build_s / self.model_extent * extent(self.ctx(i)) <= self.remaining()
+
     def model(self, i: int) -> HighsModel:
         """Shape i's MILP, built and translated to HiGHS once, dropped after its full solve (`best` keeps the
         incumbent's)."""
         if i not in self.models:
             built = time.perf_counter()
             self.models[i] = HighsModel(build_model(self.ctx(i), self.bounds[i] / per_requested(self.ctx(i))))
-            self.build_s += time.perf_counter() - built
+            took = time.perf_counter() - built
+            self.build_s += took
+            self.model_build_s += took
+            self.model_extent += extent(self.ctx(i))
         return self.models[i]
 
     def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None):
@@ -275,7 +298,7 @@ class ShapeSearch:
                 self.out_of_time = True
                 break
             i = next(queue, None)
-            if i is not None and i not in self.patterns_tried:
+            if i is not None and i not in self.patterns_tried and self.affordable(i):
                 self.try_patterns(i)
         nodes, progressed = FIRST_NODES, True
         self.report(Phase.shapes)
@@ -285,6 +308,9 @@ class ShapeSearch:
                 if self.remaining() <= 0:
                     self.out_of_time = True
                     break
+                if not self.affordable(i):
+                    self.out_of_time = True  # this round still solves the models already built
+                    continue
                 if i not in self.patterns_tried:
                     self.try_patterns(i)
                     if not self.promising(self.bounds[i]):

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import pytest
 
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.milp.extract import layout_pattern
+from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.shapes import enumerate_shapes
-from scaleacross_milp.milp.solve import InfeasibleInstance, solve_instance
+from scaleacross_milp.milp.solve import InfeasibleInstance, ShapeSearch, extent, solve_instance
 from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
@@ -194,3 +199,25 @@ def test_a_longer_time_limit_never_gives_a_worse_plan_or_a_looser_bound(bundled)
 def test_short_sequences_keep_context_parallel_degree_one(tiny):
     shapes = enumerate_shapes(tiny(seq_len=2048))
     assert shapes and {shape.cp for shape in shapes} == {1}
+
+
+def test_a_model_is_built_only_when_past_builds_predict_it_fits_the_time_left(tiny):
+    # Builds cannot be interrupted: with a plan in hand, a shape's model is built only when the seconds per unit of
+    # extent (stages x buildings^2) measured so far predict it fits in what remains; without a plan, always.
+    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
+                               {"name": "B", "gpus": 16, "gpu_type": "h100"}],
+                    links=[{"a": "A", "b": "B", "capacity_gbit_s": 400, "distance_km": 10}])
+    start = time.perf_counter()
+    screening = screen(instance, route_table(instance.topology), start + 60)
+    search = ShapeSearch(screening, start, limit=60.0, gap=1e-4, threads=1)
+    i = 0
+    size = extent(search.ctx(i))
+    assert size == search.ctx(i).shape.pp * 2 ** 2
+    search.model_build_s, search.model_extent = 1.0, 1
+    assert search.affordable(i)  # no plan yet
+    search.best = SimpleNamespace(objective=1.0, index=i)
+    search.solve_s[i] = 0.0
+    search.model_build_s = search.remaining() * 1.1 / size  # one extent unit takes that long: the build would not fit
+    assert not search.affordable(i)
+    search.model_build_s = search.remaining() * 0.5 / size
+    assert search.affordable(i)
