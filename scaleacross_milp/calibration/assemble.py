@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scaleacross_milp.calibration.collective import Collective
 from scaleacross_milp.calibration.fit import fit_alpha_beta, significant
 from scaleacross_milp.calibration.nccl_tests import LogError, Test, parse_log
 from scaleacross_milp.calibration.profile import Curve, MeasuredTier, Point, Profile
-from scaleacross_milp.costmodel.comm import Collective
 
 GPUS_PER_NODE = 8
 """HGX / DGX nodes: 8 GPUs per NVLink domain (set gpus_per_node for NVL72-class systems)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaleacross_milp.costmodel.comm import Collective, bandwidth_factor
+from scaleacross_milp.calibration.collective import Collective, bandwidth_factor
 
 SIGNIFICANT_DIGITS = 6
 """Fitted values are rounded to 6 significant digits, so a rebuilt profile is byte-identical across platforms

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scaleacross_milp.calibration.collective import Collective, CollectiveModel, Tier, bandwidth_factor, latency_steps
 from scaleacross_milp.calibration.profile import Curve, Profile
-from scaleacross_milp.costmodel.comm import Collective, CollectiveModel, Tier, bandwidth_factor, latency_steps
 
 
 @dataclass(frozen=True)

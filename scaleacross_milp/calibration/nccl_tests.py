@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scaleacross_milp.costmodel.comm import Collective
+from scaleacross_milp.calibration.collective import Collective
 
 PERF_NAMES: dict[str, Collective] = {
     "all_reduce": "all_reduce",

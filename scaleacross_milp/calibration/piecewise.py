@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scaleacross_milp.costmodel.comm import Collective, CollectiveModel, Tier
+from scaleacross_milp.calibration.collective import Collective, CollectiveModel, Tier
 
 SLOPE_TOL = 1e-9
 

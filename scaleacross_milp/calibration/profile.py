@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError, model_validator
 
-from scaleacross_milp.costmodel.comm import Collective
+from scaleacross_milp.calibration.collective import Collective
 from scaleacross_milp.spec.base import Contract
 from scaleacross_milp.spec.instance import InputError, read_json
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from scaleacross_milp.calibration.collective import CollectiveModel
 from scaleacross_milp.calibration.defaults import load_profile
 from scaleacross_milp.calibration.model import ProfileCollectiveModel
 from scaleacross_milp.costmodel import compute, memory
 from scaleacross_milp.costmodel.comm import (
     AlphaBetaModel,
-    CollectiveModel,
     cp_comm,
     ep_comm,
     group_tier,

@@ -13,43 +13,15 @@ NVLink, a few us over the network). Overlap assumptions (TP, EP exposed; CP over
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
+from scaleacross_milp.calibration.collective import Collective, CollectiveModel, Tier, bandwidth_factor, latency_steps
 from scaleacross_milp.spec.hardware import GPUType
-
-Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
-Tier = Literal["nvlink", "fabric", "cross_building"]
 
 NIC_ACHIEVABLE_FRACTION = 0.92
 """nccl-tests sendrecv between two H100 nodes reaches 45.9 GB/s per GPU on 400 Gb/s NICs
 (data/nccl-tests/nccl_h100-sxm-cluster01-2nodes_sendrecv_16gpus.txt): 45.9 / 50 = 0.92."""
 LATENCY_FLOOR_S: dict[str, float] = {"nvlink": 13e-6, "fabric": 70e-6, "cross_building": 70e-6}
 STEP_ALPHA_S: dict[str, float] = {"nvlink": 1e-6, "fabric": 3e-6, "cross_building": 3e-6}
-
-
-class CollectiveModel(Protocol):
-    """Anything that prices a collective; a calibrated table model can replace AlphaBetaModel."""
-
-    def time_s(self, collective: Collective, tier: Tier, ranks: int, nbytes: float,
-               ranks_per_node: int | None = None) -> float:
-        """Seconds for `collective` over `ranks` ranks of `tier` on `nbytes`; `ranks_per_node` (fabric only) is
-        how many of the group's ranks share a node (None: the group fills its nodes)."""
-        ...
-
-
-def bandwidth_factor(collective: Collective, n: int) -> float:
-    """Multiple of S/B moved per rank: 2(n-1)/n all-reduce, (n-1)/n AG/RS/A2A, 1 p2p."""
-    if collective == "p2p":
-        return 1.0
-    base = (n - 1) / n
-    return 2 * base if collective == "all_reduce" else base
-
-
-def latency_steps(collective: Collective, n: int) -> int:
-    """Ring steps: 2(n-1) all-reduce, n-1 others, 1 p2p."""
-    if collective == "p2p":
-        return 1
-    return 2 * (n - 1) if collective == "all_reduce" else n - 1
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from scaleacross_milp.costmodel.comm import Collective, CollectiveModel, Tier
+from scaleacross_milp.calibration.collective import Collective, CollectiveModel, Tier
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
