@@ -27,8 +27,7 @@ import numpy as np
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
-from scaleacross_milp.milp.formulation.iteration import gather_passes
-from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb, timed_volumes
+from scaleacross_milp.milp.volumes import GB, cross_volumes, gather_passes, stage_grad_gb, timed_volumes
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 

@@ -132,21 +132,6 @@ class ShapeContext:
         return min(self.shape.cells_per_stage, self.instance.topology.building(building).gpus // self.shape.cell_gpus)
 
     @cached_property
-    def unit_gb(self) -> tuple[float, float]:
-        """(pipeline GB per microbatch, DP GB per iteration) one crossing unit moves at most, over the shape's options
-        and variants. A unit is a cell crossing a stage boundary: it opens g = cell_gpus x queue pairs connections
-        (its pipelines x TP x CP) and sends A chi_max GB per microbatch (A: one cell's activations, chi_max: the
-        most crossings per boundary, `traffic`). A stage split x_s / x_t between two buildings exchanges DP state
-        over (x_s + x_t - gcd) g >= max(x_s, x_t) g connections (each of the g DP groups pairs every member with the
-        members of the other building whose shard slices overlap its own) and moves S_j (G_v x_s + Q_v x_t) / D
-        <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_max max_v (G_v + Q_v) / D per g connections."""
-        from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, dp_unit_gb
-
-        chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in self.options)
-        return (self.costs.p2p_bytes * self.shape.ep / GB * chi,
-                dp_unit_gb(self, [sum(cross_volumes(self, v)) for v in range(len(self.variants))]))
-
-    @cached_property
     def price_lines(self) -> dict[tuple[int, Transport], tuple[PriceLine, ...]]:
         """The lines of `costmodel.network.price_lines` for each link under each transport: n crossing units of u
         seconds each (at bare capacity) take at most min_k (a_k u + b_k n u), for any n up to p D units of g

@@ -20,10 +20,10 @@ from scaleacross_milp.milp.bounds import (
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.formulation.traffic import GB, cross_volumes, stage_grad_gb
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.milp.volumes import GB, cross_volumes, stage_grad_gb
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import Schedule
 

@@ -15,7 +15,8 @@ from scaleacross_milp.milp.formulation.iteration import add_iteration
 from scaleacross_milp.milp.formulation.memory import add_memory
 from scaleacross_milp.milp.formulation.pipeline import add_pipeline
 from scaleacross_milp.milp.formulation.placement import add_placement
-from scaleacross_milp.milp.formulation.traffic import GB, add_traffic, cross_volumes, stage_grad_gb, timed_volumes
+from scaleacross_milp.milp.formulation.traffic import add_traffic
+from scaleacross_milp.milp.volumes import GB, cross_volumes, stage_grad_gb, timed_volumes
 
 
 def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:

@@ -59,13 +59,8 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
-from scaleacross_milp.spec.search import DPMode, Schedule
-
-
-def gather_passes(mode: DPMode) -> int:
-    """All-gathers of a stage's parameters per microbatch: forward and backward under reshard-after-forward."""
-    return 2 if mode in (DPMode.fsdp, DPMode.hsdp) else 0
-
+from scaleacross_milp.milp.volumes import gather_passes
+from scaleacross_milp.spec.search import Schedule
 
 Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
 

@@ -48,60 +48,17 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
-from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.volumes import (
+    GB,
+    cross_volumes,
+    crossing_unit_gb,
+    dp_unit_gb,
+    layer_grad_gb,
+    timed_volumes,
+)
 from scaleacross_milp.spec.search import Schedule
-
-GB = 1e9
-
-
-def layer_grad_gb(ctx: ShapeContext) -> float:
-    """g: gradient GB one cell holds per layer."""
-    return ctx.costs.grad_bytes_per_layer_per_cell / GB
-
-
-def fixed_grad_gb(ctx: ShapeContext, j: int, option: ScheduleOption | None = None) -> float:
-    """e_j: gradient GB one cell of stage j holds whatever its layers under `option` (embedding on stage 0, LM
-    head on `ShapeContext.head_stage`); without an option, the largest over the shape's options."""
-    if option is None:
-        return max(fixed_grad_gb(ctx, j, o) for o in ctx.options)
-    costs = ctx.costs
-    return ((costs.grad_bytes_fixed_first if j == 0 else 0.0)
-            + (costs.grad_bytes_fixed_last if j == ctx.head_stage(option) else 0.0)) / GB
-
-
-def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None,
-                  option: ScheduleOption | None = None) -> float:
-    """S_j = g n + e_j: gradient GB one cell holds for stage j with n = `layers` (default the average L / p, whose
-    sum over the stages is exact since sum_j n[j] = L), e_j under `option` (`fixed_grad_gb`)."""
-    n = ctx.instance.model_spec.layers / ctx.shape.pp if layers is None else layers
-    return n * layer_grad_gb(ctx) + fixed_grad_gb(ctx, j, option)
-
-
-def cross_phases(ctx: ShapeContext, v: int) -> CrossPhases:
-    """The cross-building phases of DP variant v (`costmodel.dp.CrossPhases`)."""
-    training = ctx.instance.training
-    return dp_cross_phases(
-        ctx.variants[v], ctx.shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element
-    )
-
-
-def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
-    """(gather, reduce) volumes of DP variant v across buildings per step, in gradient-sized units."""
-    phases = cross_phases(ctx, v)
-    return phases.gather_phases * phases.gather_bytes_per_grad_byte, float(phases.reduce_phases)
-
-
-def timed_volumes(ctx: ShapeContext, v: int) -> tuple[float, float, float]:
-    """(G_end, G_mb, G_1) of DP variant v in gradient-sized units: the gathers left at the end of the step (DDP /
-    HSDP's gradient all-gather), FSDP's parameter gathers per microbatch (on the links in steady state), and the
-    one gather before the first forward (FSDP modes: nothing to prefetch it behind on stage 0)."""
-    phases = cross_phases(ctx, v)
-    ratio = phases.gather_bytes_per_grad_byte
-    return (phases.end_gather_phases * ratio, phases.gathers_per_microbatch * ratio,
-            ratio if phases.params_before_ops else 0.0)
 
 
 def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
@@ -147,12 +104,6 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
 
 LINE_FAMILIES = ("pp", "dp", "dp0")
 """Loads that pick their price line apart (`line_rows`): pipeline sends, DP traffic, stage 0's DP traffic."""
-
-
-def dp_unit_gb(ctx: ShapeContext, volumes: list[float]) -> float:
-    """DP GB one crossing unit moves at most for per-variant volumes in gradient-sized units per cell:
-    S_max max_v volume_v / D (`ShapeContext.unit_gb`)."""
-    return max(stage_grad_gb(ctx, j) for j in range(ctx.shape.pp)) * max(volumes) / ctx.shape.cells_per_stage
 
 
 def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
@@ -262,7 +213,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     add_rows(m, "dp_load", rows)
 
     add_line_choices(m, ctx)
-    pp_unit, dp_unit = ctx.unit_gb
+    pp_unit, dp_unit = crossing_unit_gb(ctx)
     crossings = [max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options]
     per_unit = sum(c / max(crossings) * m.u[o] for o, c in enumerate(crossings))  # the chosen option's A chi_o
     raw = [timed_volumes(ctx, v) for v in variants]

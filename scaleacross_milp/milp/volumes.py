@@ -1,0 +1,84 @@
+"""The volumes a shape moves across buildings, from its context: gradient GB per stage cell, the gather and reduce
+volumes of each DP variant (in gradient-sized units, and when they move), the most one crossing unit carries.
+Read by the formulation (`formulation.traffic`, `formulation.build`) and by the analytical bounds (`bounds`) alike."""
+
+from __future__ import annotations
+
+from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
+from scaleacross_milp.costmodel.schedule import ScheduleOption
+from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.spec.search import DPMode
+
+GB = 1e9
+
+
+def gather_passes(mode: DPMode) -> int:
+    """All-gathers of a stage's parameters per microbatch: forward and backward under reshard-after-forward."""
+    return 2 if mode in (DPMode.fsdp, DPMode.hsdp) else 0
+
+
+
+def layer_grad_gb(ctx: ShapeContext) -> float:
+    """g: gradient GB one cell holds per layer."""
+    return ctx.costs.grad_bytes_per_layer_per_cell / GB
+
+
+def fixed_grad_gb(ctx: ShapeContext, j: int, option: ScheduleOption | None = None) -> float:
+    """e_j: gradient GB one cell of stage j holds whatever its layers under `option` (embedding on stage 0, LM
+    head on `ShapeContext.head_stage`); without an option, the largest over the shape's options."""
+    if option is None:
+        return max(fixed_grad_gb(ctx, j, o) for o in ctx.options)
+    costs = ctx.costs
+    return ((costs.grad_bytes_fixed_first if j == 0 else 0.0)
+            + (costs.grad_bytes_fixed_last if j == ctx.head_stage(option) else 0.0)) / GB
+
+
+def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None,
+                  option: ScheduleOption | None = None) -> float:
+    """S_j = g n + e_j: gradient GB one cell holds for stage j with n = `layers` (default the average L / p, whose
+    sum over the stages is exact since sum_j n[j] = L), e_j under `option` (`fixed_grad_gb`)."""
+    n = ctx.instance.model_spec.layers / ctx.shape.pp if layers is None else layers
+    return n * layer_grad_gb(ctx) + fixed_grad_gb(ctx, j, option)
+
+
+def cross_phases(ctx: ShapeContext, v: int) -> CrossPhases:
+    """The cross-building phases of DP variant v (`costmodel.dp.CrossPhases`)."""
+    training = ctx.instance.training
+    return dp_cross_phases(
+        ctx.variants[v], ctx.shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element
+    )
+
+
+def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:
+    """(gather, reduce) volumes of DP variant v across buildings per step, in gradient-sized units."""
+    phases = cross_phases(ctx, v)
+    return phases.gather_phases * phases.gather_bytes_per_grad_byte, float(phases.reduce_phases)
+
+
+def timed_volumes(ctx: ShapeContext, v: int) -> tuple[float, float, float]:
+    """(G_end, G_mb, G_1) of DP variant v in gradient-sized units: the gathers left at the end of the step (DDP /
+    HSDP's gradient all-gather), FSDP's parameter gathers per microbatch (on the links in steady state), and the
+    one gather before the first forward (FSDP modes: nothing to prefetch it behind on stage 0)."""
+    phases = cross_phases(ctx, v)
+    ratio = phases.gather_bytes_per_grad_byte
+    return (phases.end_gather_phases * ratio, phases.gathers_per_microbatch * ratio,
+            ratio if phases.params_before_ops else 0.0)
+
+
+def dp_unit_gb(ctx: ShapeContext, volumes: list[float]) -> float:
+    """DP GB one crossing unit moves at most for per-variant volumes in gradient-sized units per cell:
+    S_max max_v volume_v / D (`crossing_unit_gb`)."""
+    return max(stage_grad_gb(ctx, j) for j in range(ctx.shape.pp)) * max(volumes) / ctx.shape.cells_per_stage
+
+
+def crossing_unit_gb(ctx: ShapeContext) -> tuple[float, float]:
+    """(pipeline GB per microbatch, DP GB per iteration) one crossing unit moves at most, over the shape's options
+    and variants. A unit is a cell crossing a stage boundary: it opens g = cell_gpus x queue pairs connections
+    (its pipelines x TP x CP) and sends A chi_max GB per microbatch (A: one cell's activations, chi_max: the
+    most crossings per boundary, `traffic`). A stage split x_s / x_t between two buildings exchanges DP state
+    over (x_s + x_t - gcd) g >= max(x_s, x_t) g connections (each of the g DP groups pairs every member with the
+    members of the other building whose shard slices overlap its own) and moves S_j (G_v x_s + Q_v x_t) / D
+    <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_max max_v (G_v + Q_v) / D per g connections."""
+    chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options)
+    return (ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi,
+            dp_unit_gb(ctx, [sum(cross_volumes(ctx, v)) for v in range(len(ctx.variants))]))
