@@ -159,8 +159,8 @@ def solve(
 ) -> None:
     """Find the fastest layout, replay it (unless --no-verify) and print both; write the plan JSON only with -o."""
     from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
+    from scaleacross_milp.report.attach import attach_usage
     from scaleacross_milp.report.progress import LiveProgress
-    from scaleacross_milp.report.usage import plan_usage
 
     if no_verify and (trace or plot or compare):
         raise fail("--trace, --plot and --compare need the replay; drop --no-verify")
@@ -177,8 +177,10 @@ def solve(
         details = "; ".join(error_lines(exc))
         message = f"internal error: the solver built an invalid {exc.title}: {details}"
         raise fail(message, EXIT_INTERNAL) from None
-    resolved = check_or_exit(spec, plan, Path(), internal=True)
-    plan = plan.model_copy(update={"usage": plan_usage(spec, resolved, plan.prediction.iteration_s, plan.solve)})
+    try:
+        plan = attach_usage(spec, plan)
+    except InputError as exc:
+        raise solver_plan_error("check", exc) from None
     render_plan(plan, console())
     render_usage(plan.usage, console())
     if not no_verify:
@@ -246,8 +248,13 @@ def check_or_exit(spec: Instance, layout: Layout, base_dir: Path, internal: bool
         raise fail(f"infeasible layout: {exc} (--allow-infeasible prices it anyway)") from None
     except InputError as exc:
         if internal:
-            raise fail(f"internal error: the solver's plan does not check: {exc}", EXIT_INTERNAL) from None
+            raise solver_plan_error("check", exc) from None
         raise fail(str(exc)) from None
+
+
+def solver_plan_error(step: str, exc: Exception) -> typer.Exit:
+    """The solver's own plan failed `step` (check, replay): a bug, exit 3."""
+    return fail(f"internal error: the solver's plan does not {step}: {exc}", EXIT_INTERNAL)
 
 
 def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Path | None, plot: Path | None,
@@ -255,14 +262,14 @@ def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Pat
     """Replay `layout`, print the verification, write trace / plot; returns the layout (with the verification
     attached when it is a Plan) and the verification. `internal`: the layout came from the solver, so a mismatch
     is a bug (exit 3)."""
+    from scaleacross_milp.report.attach import attach_verification
     from scaleacross_milp.verify.replay import DeadlockError
-    from scaleacross_milp.verify.verifier import verify
 
     try:
-        verification, run = verify(spec, layout, base_dir)
+        layout, verification, run = attach_verification(spec, layout, base_dir)
     except (InputError, DeadlockError) as exc:
         if internal:
-            raise fail(f"internal error: the solver's plan does not replay: {exc}", EXIT_INTERNAL) from None
+            raise solver_plan_error("replay", exc) from None
         raise fail(str(exc)) from None
     render_verification(verification, console())
     if trace is not None:
@@ -275,8 +282,6 @@ def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Pat
 
         title = f"{spec.name}: replayed iteration {verification.iteration_s:.3f} s"
         write_file(plot, force, lambda handle: draw_timeline(run.records, handle, title), "timeline", binary=True)
-    if isinstance(layout, Plan):
-        layout = layout.model_copy(update={"verification": verification})
     return layout, verification
 
 
