@@ -83,10 +83,10 @@ def record(scenario: Scenario, job: Job, outcome: Outcome, previous: ScenarioRes
 
 
 def run_batch(scenarios: list[Scenario], out_dir: Path, executor: Executor, time_limit_s: float | None = None,
-              retries: int = 1, observer: Observer | None = None) -> BatchReport:
+              retries: int = 1, observer: Observer | None = None, summary: bool = True) -> BatchReport:
     """Run every scenario without a `final` result on `executor`, writing each result file (atomically) as it
-    arrives; the retryable failures again, up to `retries` more passes; then results/summary.csv and .parquet over
-    all scenarios. Ctrl-C ends the passes early; the summary still covers every finished scenario."""
+    arrives; the retryable failures again, up to `retries` more passes; then (with `summary`) results/summary.csv
+    and .parquet over all scenarios. Ctrl-C ends the passes early; the summary still covers every finished one."""
     observer = observer or Silent()
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_temporaries(out_dir)
@@ -107,5 +107,6 @@ def run_batch(scenarios: list[Scenario], out_dir: Path, executor: Executor, time
     except KeyboardInterrupt:
         interrupted = True
     results = [latest[s.id] for s in scenarios if s.id in latest]
-    write_summary(out_dir, results)
+    if summary:
+        write_summary(out_dir, results)
     return BatchReport(results, reused, runs, interrupted)
