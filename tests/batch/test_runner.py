@@ -14,9 +14,9 @@ import pytest
 from scaleacross_milp.batch.local import LocalPool
 from scaleacross_milp.batch.result import ScenarioResult, Status, atomic_write, read_result, result_path
 from scaleacross_milp.batch.runner import run_batch
-from scaleacross_milp.batch.worker import Job, Outcome, run_job, solve_job
+from scaleacross_milp.batch.worker import Job, Outcome, run_job
 from scaleacross_milp.sweep.expand import load_scenarios
-from tests.batch.hooks import scripted
+from tests.batch.hooks import InProcess, scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "instances" / "dp-out-2b-far-llama3-8b.json"
@@ -28,23 +28,6 @@ def scenarios(tmp_path: Path, **fields):
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps({"base": str(BASE), **fields}))
     return load_scenarios(path)[0]
-
-
-class InProcess:
-    """An executor running jobs here, in order: `fail` maps an id to the outcome its first run gives; `stop_after`
-    raises KeyboardInterrupt (a Ctrl-C) once that many jobs have finished. `seen` records every job run."""
-
-    def __init__(self, fail: dict[str, Outcome] | None = None, stop_after: int | None = None) -> None:
-        self.fail, self.stop_after, self.seen = dict(fail or {}), stop_after, []
-
-    def run(self, jobs, started):
-        for job in jobs:
-            if self.stop_after is not None and len(self.seen) == self.stop_after:
-                raise KeyboardInterrupt
-            started(job)
-            self.seen.append(job.id)
-            outcome = self.fail.pop(job.id, None)
-            yield job, outcome or run_job(solve_job, job)
 
 
 def test_resume_skips_finished_and_reruns_the_failed(tmp_path):
