@@ -497,8 +497,8 @@ def executor_or_exit(ray: str | None, workers: int | None):
         return LocalPool(count)
     try:
         return RayPool(ray, cpus=count)
-    except RayUnavailable as exc:
-        raise fail(str(exc)) from None
+    except (RayUnavailable, ConnectionError) as exc:  # not installed; no cluster at that address
+        raise fail(f"--ray {ray}: {exc}") from None
 
 
 @app.command()

@@ -64,8 +64,9 @@ class LocalPool:
 
     def __init__(self, workers: int, solve: SolveFn = solve_job) -> None:
         self.context = multiprocessing.get_context("spawn")
-        self.solve = solve
-        self.workers = [self._start() for _ in range(workers)]
+        self.solve, self.size = solve, workers
+        self.workers: list[Worker] = []
+        """Started by the first run with jobs (a resumed batch with nothing left starts none)."""
 
     def _start(self) -> Worker:
         parent, child = self.context.Pipe()
@@ -127,6 +128,8 @@ class LocalPool:
     def run(self, jobs: list[Job], started: Started) -> Iterator[tuple[Job, Outcome]]:
         """Each job's outcome as it finishes (in finishing order); `started(job)` when a worker takes it."""
         queue = deque(jobs)
+        if queue and not self.workers:
+            self.workers = [self._start() for _ in range(self.size)]
         while queue or any(worker.job is not None for worker in self.workers):
             self._assign(queue, started)
             deadlines = [worker.deadline for worker in self.workers if worker.job is not None]
