@@ -1,5 +1,5 @@
 """Local execution: a pool of spawned worker processes, one solve each at a time, each killed past its hard
-limit and replaced."""
+limit (and replaced while jobs wait)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class LocalPool:
         self.context = multiprocessing.get_context("spawn")
         self.solve, self.size = solve, workers
         self.workers: list[Worker] = []
-        """Started by the first run with jobs (a resumed batch with nothing left starts none)."""
+        """Started while jobs wait (a resumed batch with nothing left starts none)."""
 
     def _start(self) -> Worker:
         parent, child = self.context.Pipe()
@@ -75,10 +75,10 @@ class LocalPool:
         child.close()
         return Worker(process, parent)
 
-    def _replace(self, worker: Worker) -> None:
-        """Kill `worker` and start another in its place."""
+    def _retire(self, worker: Worker) -> None:
+        """Kill `worker`; `_assign` starts another when there is work for it."""
         self._kill(worker)
-        self.workers[self.workers.index(worker)] = self._start()
+        self.workers.remove(worker)
 
     @staticmethod
     def _kill(worker: Worker) -> None:
@@ -87,6 +87,9 @@ class LocalPool:
         worker.conn.close()
 
     def _assign(self, queue: deque[Job], started: Started) -> None:
+        """Start workers up to the pool's size while jobs wait; hand a job to each ready idle one."""
+        while queue and len(self.workers) < self.size:
+            self.workers.append(self._start())
         for worker in self.workers:
             if queue and worker.ready and worker.job is None:
                 job = queue.popleft()
@@ -97,7 +100,7 @@ class LocalPool:
 
     def _collect(self, worker: Worker, ready: list) -> Outcome | None:
         """The outcome `worker` has to report after `wait` returned `ready`, if any (a ready message only marks it
-        ready; a death or an overrun replaces it)."""
+        ready; a death or an overrun retires it)."""
         now = time.monotonic()
         if worker.conn in ready:
             try:
@@ -117,19 +120,17 @@ class LocalPool:
                 raise WorkerStartError(f"a worker process ended before taking any job ({reason}); see its error "
                                        f"output above")
             outcome = died(worker.process.exitcode) if worker.job is not None else None
-            self._replace(worker)
+            self._retire(worker)
             return outcome
         if worker.job is not None and now >= worker.deadline:
             outcome = timed_out(worker.job, now - worker.started)
-            self._replace(worker)
+            self._retire(worker)
             return outcome
         return None
 
     def run(self, jobs: list[Job], started: Started) -> Iterator[tuple[Job, Outcome]]:
         """Each job's outcome as it finishes (in finishing order); `started(job)` when a worker takes it."""
         queue = deque(jobs)
-        if queue and not self.workers:
-            self.workers = [self._start() for _ in range(self.size)]
         while queue or any(worker.job is not None for worker in self.workers):
             self._assign(queue, started)
             deadlines = [worker.deadline for worker in self.workers if worker.job is not None]

@@ -13,7 +13,7 @@ import pytest
 
 from scaleacross_milp.batch.local import LocalPool
 from scaleacross_milp.batch.result import ScenarioResult, Status, atomic_write, read_result, result_path
-from scaleacross_milp.batch.runner import run_batch
+from scaleacross_milp.batch.runner import Silent, run_batch
 from scaleacross_milp.batch.worker import Job, Outcome, run_job
 from scaleacross_milp.sweep.expand import load_scenarios
 from tests.batch.hooks import InProcess, scripted
@@ -111,8 +111,8 @@ def test_local_pool_kills_a_hang_survives_a_crash_and_an_exception(tmp_path):
     """Each scenario's own time limit (no batch limit): the hang's 0.25 s, so it is killed at 0.5 s; the crash and
     the exception are recorded; the real scenario (5 s limit) is solved by a spawned worker."""
     cases = [{"description": action, "buildings": 1, "search.time_limit_s": 0.25 if action == "hang" else LIMIT_S}
-             for action in ("hang", "crash", "raise", "")]
-    hang, crash, fails, real = scenarios(tmp_path, cases=cases)
+             for action in ("", "raise", "crash", "hang")]
+    real, fails, crash, hang = scenarios(tmp_path, cases=cases)
     with LocalPool(2, scripted) as pool:
         report = run_batch([hang, crash, fails, real], tmp_path / "results", pool, retries=0)
     found = {r.id: r for r in report.results}
@@ -133,3 +133,22 @@ def test_worker_outcome_names_an_unexpected_exception():
     outcome = run_job(broken, Job("x", None, 1.0))
     assert (outcome.status, outcome.reason, outcome.plan) == (Status.error, "ZeroDivisionError: division by zero",
                                                               None)
+
+
+class CtrlCOnStart(Silent):
+    """A Ctrl-C arriving as soon as a worker has taken a job."""
+
+    def started(self, job: Job) -> None:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_kills_the_running_solve_and_leaves_no_file(tmp_path):
+    (hang,) = scenarios(tmp_path, cases=[{"description": "hang", "buildings": 1}])
+    out = tmp_path / "results"
+    with LocalPool(1, scripted) as pool:
+        report = run_batch([hang], out, pool, LIMIT_S, observer=CtrlCOnStart())
+        (worker,) = pool.workers
+        assert worker.job is not None and worker.process.is_alive()
+    assert not worker.process.is_alive()
+    assert report.interrupted and report.results == []
+    assert sorted(p.name for p in out.iterdir()) == ["summary.csv", "summary.parquet"]
