@@ -155,12 +155,15 @@ def result_line(result: ScenarioResult, label: str) -> str:
 
 
 def batch_lines(report: BatchReport, labels: dict[str, str], out_dir: Path) -> list[str]:
-    """Counts, the fastest scenario, every failure with its reason, and where the results are."""
+    """Counts (scenarios not run: a Ctrl-C), the fastest scenario, every failure with its reason, and where the
+    results are."""
     from scaleacross_milp.batch.result import Status
 
     solved = [r for r in report.results if r.status is Status.solved and r.plan is not None]
+    missing = len(labels) - len(report.results)
     lines = [f"Solved {len(solved):,} of {len(labels):,} scenarios ({report.reused:,} already finished, "
-             f"{report.run:,} runs now); {len(report.failed):,} without a plan"]
+             f"{report.run:,} runs now); {len(report.failed):,} without a plan"
+             + (f"; {missing:,} not run" if missing else "")]
     if solved:
         best = max(solved, key=lambda r: plan_columns(r)["tokens_per_s"])
         lines.append("Fastest: " + result_line(best, labels[best.id]))
