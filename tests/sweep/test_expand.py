@@ -103,3 +103,21 @@ def test_unknown_fields_and_refused_values_name_the_field(tmp_path):
         'scenario training.global_batch_sequences="512": training.global_batch_sequences: Input should be a valid '
         "integer, not the string '512'",
     ]
+
+
+def test_a_profile_file_counts_by_content_not_by_place(tmp_path):
+    """The same profile bytes in two folders give one id; other bytes another."""
+    profile = ROOT / "scaleacross_milp" / "calibration" / "profiles" / "default.json"
+    ids = []
+    for folder, text in (("a", profile.read_text()), ("b", profile.read_text()), ("c", profile.read_text() + "\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "p.json").write_text(text)
+        inline = json.loads(BASE.read_text())
+        inline["model"] = {"file": str(ROOT / "models" / "llama3-8b.json")}
+        inline["collective_profile"] = "p.json"
+        path = tmp_path / folder / "sweep.json"
+        path.write_text(json.dumps({"base": inline}))
+        (only,), _ = load_scenarios(path)
+        assert only.instance.collective_profile == str((tmp_path / folder / "p.json").resolve())
+        ids.append(only.id)
+    assert ids[0] == ids[1] != ids[2]
