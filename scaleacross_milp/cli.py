@@ -7,7 +7,8 @@ Exit codes:
   2  a problem with the input: unreadable or malformed file, invalid field, infeasible instance (e.g. the
      model does not fit in memory), existing output file without --force, bad option;
   3  internal error: the solver produced a plan that violates the plan contract, or any unexpected exception in
-     any command (one line naming it, never a traceback; a bug, please report).
+     any command (one line naming it, never a traceback; a bug, please report);
+  130  `batch` interrupted by Ctrl-C (finished results kept). `frontier` exits 1 when no value of the range holds.
 """
 
 from __future__ import annotations
