@@ -87,8 +87,9 @@ class LocalPool:
         worker.conn.close()
 
     def _assign(self, queue: deque[Job], started: Started) -> None:
-        """Start workers up to the pool's size while jobs wait; hand a job to each ready idle one."""
-        while queue and len(self.workers) < self.size:
+        """Start workers up to min(pool size, jobs waiting + jobs running); hand a job to each ready idle one."""
+        running = sum(worker.job is not None for worker in self.workers)
+        while len(self.workers) < min(self.size, len(queue) + running):
             self.workers.append(self._start())
         for worker in self.workers:
             if queue and worker.ready and worker.job is None:
