@@ -1,4 +1,5 @@
-"""Command line: `scaleacross-milp solve | evaluate | baseline | validate | schema | calibrate`.
+"""Command line: `scaleacross-milp solve | evaluate | baseline | validate | schema | calibrate | batch | frontier |
+plot`.
 
 Exit codes:
   0  success;
@@ -6,7 +7,8 @@ Exit codes:
   2  a problem with the input: unreadable or malformed file, invalid field, infeasible instance (e.g. the
      model does not fit in memory), existing output file without --force, bad option;
   3  internal error: the solver produced a plan that violates the plan contract, or any unexpected exception in
-     any command (one line naming it, never a traceback; a bug, please report).
+     any command (one line naming it, never a traceback; a bug, please report);
+  130  `batch` interrupted by Ctrl-C (finished results kept). `frontier` exits 1 when no value of the range holds.
 """
 
 from __future__ import annotations
@@ -159,8 +161,8 @@ def solve(
 ) -> None:
     """Find the fastest layout, replay it (unless --no-verify) and print both; write the plan JSON only with -o."""
     from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
+    from scaleacross_milp.report.attach import attach_usage
     from scaleacross_milp.report.progress import LiveProgress
-    from scaleacross_milp.report.usage import plan_usage
 
     if no_verify and (trace or plot or compare):
         raise fail("--trace, --plot and --compare need the replay; drop --no-verify")
@@ -177,8 +179,10 @@ def solve(
         details = "; ".join(error_lines(exc))
         message = f"internal error: the solver built an invalid {exc.title}: {details}"
         raise fail(message, EXIT_INTERNAL) from None
-    resolved = check_or_exit(spec, plan, Path(), internal=True)
-    plan = plan.model_copy(update={"usage": plan_usage(spec, resolved, plan.prediction.iteration_s, plan.solve)})
+    try:
+        plan = attach_usage(spec, plan)
+    except InputError as exc:
+        raise solver_plan_error("check", exc) from None
     render_plan(plan, console())
     render_usage(plan.usage, console())
     if not no_verify:
@@ -246,8 +250,13 @@ def check_or_exit(spec: Instance, layout: Layout, base_dir: Path, internal: bool
         raise fail(f"infeasible layout: {exc} (--allow-infeasible prices it anyway)") from None
     except InputError as exc:
         if internal:
-            raise fail(f"internal error: the solver's plan does not check: {exc}", EXIT_INTERNAL) from None
+            raise solver_plan_error("check", exc) from None
         raise fail(str(exc)) from None
+
+
+def solver_plan_error(step: str, exc: Exception) -> typer.Exit:
+    """The solver's own plan failed `step` (check, replay): a bug, exit 3."""
+    return fail(f"internal error: the solver's plan does not {step}: {exc}", EXIT_INTERNAL)
 
 
 def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Path | None, plot: Path | None,
@@ -255,14 +264,14 @@ def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Pat
     """Replay `layout`, print the verification, write trace / plot; returns the layout (with the verification
     attached when it is a Plan) and the verification. `internal`: the layout came from the solver, so a mismatch
     is a bug (exit 3)."""
+    from scaleacross_milp.report.attach import attach_verification
     from scaleacross_milp.verify.replay import DeadlockError
-    from scaleacross_milp.verify.verifier import verify
 
     try:
-        verification, run = verify(spec, layout, base_dir)
+        layout, verification, run = attach_verification(spec, layout, base_dir)
     except (InputError, DeadlockError) as exc:
         if internal:
-            raise fail(f"internal error: the solver's plan does not replay: {exc}", EXIT_INTERNAL) from None
+            raise solver_plan_error("replay", exc) from None
         raise fail(str(exc)) from None
     render_verification(verification, console())
     if trace is not None:
@@ -275,8 +284,6 @@ def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Pat
 
         title = f"{spec.name}: replayed iteration {verification.iteration_s:.3f} s"
         write_file(plot, force, lambda handle: draw_timeline(run.records, handle, title), "timeline", binary=True)
-    if isinstance(layout, Plan):
-        layout = layout.model_copy(update={"verification": verification})
     return layout, verification
 
 
@@ -444,13 +451,159 @@ class SchemaKind(str, Enum):
     instance = "instance"
     plan = "plan"
     layout = "layout"
+    sweep = "sweep"
 
 
 @app.command()
 def schema(kind: Annotated[SchemaKind, typer.Argument(help="which contract")] = SchemaKind.instance) -> None:
-    """Print the JSON Schema of an instance (default), a plan or a layout (what evaluate reads)."""
-    model = {SchemaKind.instance: Instance, SchemaKind.plan: Plan, SchemaKind.layout: Layout}[kind]
+    """Print the JSON Schema of an instance (default), a plan, a layout (what evaluate reads) or a sweep (what
+    batch reads)."""
+    from scaleacross_milp.sweep.spec import Sweep
+
+    model = {SchemaKind.instance: Instance, SchemaKind.plan: Plan, SchemaKind.layout: Layout,
+             SchemaKind.sweep: Sweep}[kind]
     typer.echo(json.dumps(model.model_json_schema(), indent=2))
+
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C during a batch (128 + SIGINT, as shells report it)."""
+WorkersOpt = Annotated[int | None, typer.Option("--workers", min=1, help="solves at once (default: CPUs)")]
+BatchLimitOpt = Annotated[float | None, typer.Option(
+    "--time-limit", callback=positive, help="seconds > 0 per scenario (default: each scenario's search.time_limit_s); "
+                                            "a scenario still running at twice this is killed")]
+RayOpt = Annotated[str | None, typer.Option(
+    "--ray", help="run on Ray: 'auto' (the running cluster), an address, or 'local' (start one here with --workers "
+                  "CPUs); needs the ray extra")]
+RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="runs again of a crashed or timed-out scenario")]
+
+
+def output_dir(path: Path) -> Path:
+    """The results folder, created if missing; exit 2 when it is a file or cannot be created."""
+    if path.exists() and not path.is_dir():
+        raise fail(f"{path} is a file; give a folder for the results")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(f"{path}: cannot create the results folder ({exc.strerror})") from None
+    return path
+
+
+def executor_or_exit(ray: str | None, workers: int | None):
+    """A LocalPool of `workers` spawned processes, or a RayPool on `ray`; exit 2 when Ray is asked but missing."""
+    from scaleacross_milp.batch.local import LocalPool
+    from scaleacross_milp.batch.ray_cluster import RayPool, RayUnavailable
+
+    count = workers or os.cpu_count() or 1
+    if ray is None:
+        return LocalPool(count)
+    try:
+        return RayPool(ray, cpus=count)
+    except (RayUnavailable, ConnectionError) as exc:  # not installed; no cluster at that address
+        raise fail(f"--ray {ray}: {exc}") from None
+
+
+@app.command()
+def batch(
+    sweep: Annotated[Path, typer.Argument(help="sweep JSON file (schema: `schema sweep`)", dir_okay=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="results folder (created; re-running resumes)")],
+    workers: WorkersOpt = None,
+    time_limit: BatchLimitOpt = None,
+    ray: RayOpt = None,
+    retries: RetriesOpt = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live progress on stderr")] = False,
+) -> None:
+    """Solve every scenario of a sweep and replay its plan: one result JSON per scenario as it finishes, then
+    summary.csv and summary.parquet. Re-running resumes: finished scenarios are kept, crashed or timed-out ones
+    run again. Every broken scenario is reported before anything is solved (exit 2)."""
+    from scaleacross_milp.batch.runner import run_batch
+    from scaleacross_milp.report.batch import BatchProgress, batch_lines
+    from scaleacross_milp.sweep.expand import load_scenarios
+
+    try:
+        scenarios, merged = load_scenarios(sweep)
+    except InputError as exc:
+        raise report_input_error(exc) from None
+    out = console()
+    out.print(f"Sweep {escape(str(sweep))}: {len(scenarios):,} scenarios"
+              + (f" ({merged:,} duplicates merged)" if merged else ""))
+    folder = output_dir(output)
+    with executor_or_exit(ray, workers) as executor, BatchProgress(enabled=not quiet) as progress:
+        report = run_batch(scenarios, folder, executor, time_limit, retries, progress)
+    for line in batch_lines(report, {s.id: s.label() for s in scenarios}, folder):
+        out.print(line, markup=False)
+    if report.interrupted:
+        raise fail("interrupted: running solves killed; finished results kept (re-run the command to resume)",
+                   EXIT_INTERRUPTED)
+
+
+@app.command(name="frontier")
+def frontier_command(
+    instance: InstanceArg,
+    vary: Annotated[str, typer.Option("--vary", help="link_capacity_scale, building_gpus_scale, buildings "
+                                                     "(least value wanted), link_distance_km, loss_rate (most)")],
+    within: Annotated[float, typer.Option("--within", callback=positive,
+                                          help="percent of the instance's own verified iteration time")],
+    lo: Annotated[float | None, typer.Option("--lo", help="low end of the range searched")] = None,
+    hi: Annotated[float | None, typer.Option("--hi", help="high end of the range searched")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="bisection steps after the two ends")] = 6,
+    results: Annotated[Path | None, typer.Option(
+        "--results", help="folder of result files to reuse and add to (a batch's -o folder works)")] = None,
+    time_limit: BatchLimitOpt = None,
+) -> None:
+    """Find the least capacity (or the most distance, loss) that keeps the optimal verified iteration time within
+    --within percent of the instance's own, by bisection over solves; print the curve walked and the answer with
+    its bracket."""
+    import tempfile
+
+    from scaleacross_milp.batch.frontier import FrontierError, frontier
+    from scaleacross_milp.batch.local import LocalPool
+    from scaleacross_milp.report.batch import frontier_lines
+
+    spec = load_or_exit(instance)
+    out = console()
+    with tempfile.TemporaryDirectory() as scratch, LocalPool(1) as pool:
+        folder = output_dir(results) if results is not None else Path(scratch)
+        try:
+            found = frontier(spec, instance, vary, within / 100, pool, folder, time_limit, lo, hi, steps)
+        except FrontierError as exc:
+            raise fail(str(exc)) from None
+    for line in frontier_lines(found, within):
+        out.print(line, markup=False)
+    if found.answer is None:
+        raise typer.Exit(EXIT_NO_PLAN)
+
+
+class PlotFormat(str, Enum):
+    png = "png"
+    svg = "svg"
+
+
+@app.command()
+def plot(
+    results: Annotated[Path, typer.Argument(help="a batch's results folder (reads summary.parquet)", file_okay=False)],
+    x: Annotated[str, typer.Option("--x", help="summary column on the x axis (an axis of the sweep)")],
+    y: Annotated[str, typer.Option("--y", help="summary column on the y axis (e.g. verified_iteration_s)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="image to write: .png or .svg")],
+    color: Annotated[str | None, typer.Option("--color", help="one series per value of this column")] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Draw a sweep: --y against --x, one series per --color value (dp_mode, pattern, another axis)."""
+    from scaleacross_milp.report.batch import SUMMARY_PARQUET, read_summary
+    from scaleacross_milp.report.sweep_plot import PlotError, draw_sweep, series
+
+    fmt = output.suffix.lower().lstrip(".")
+    if fmt not in {f.value for f in PlotFormat}:
+        raise fail(f"{output}: give a .png or .svg file name")
+    check_outputs([output], [], force)
+    if not (results / SUMMARY_PARQUET).is_file():
+        raise fail(f"{results}: no {SUMMARY_PARQUET} (run `batch SWEEP -o {results}` first)")
+    rows = read_summary(results)
+    try:
+        series(rows, x, y, color)
+    except PlotError as exc:
+        raise fail(f"{results / SUMMARY_PARQUET}: {exc}") from None
+    title = f"{results.name}: {y} against {x}"
+    write_file(output, force, lambda handle: draw_sweep(rows, x, y, color, handle, fmt, title), "plot", binary=True)
 
 
 if __name__ == "__main__":  # pragma: no cover
