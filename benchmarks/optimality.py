@@ -24,7 +24,8 @@ from rich.table import Table
 from scaleacross_milp.baselines.exhaustive import count_layouts, exhaustive
 from scaleacross_milp.generate import generate_instance, link_class
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.spec.search import SearchOptions
 from scaleacross_milp.verify.verifier import verify

@@ -56,7 +56,8 @@ from scaleacross_milp.milp.patterns import Cells, dp_out_cells, fastest_first, p
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.shapes import pipeline_degrees
 from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout, Plan, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Building

@@ -15,7 +15,8 @@ import json
 import time
 from pathlib import Path
 
-from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.loader import load_instance
+from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.replay import FULL, replay

@@ -14,8 +14,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.instance import load_instance
 
 INSTANCES = Path(__file__).resolve().parents[1] / "instances"
 

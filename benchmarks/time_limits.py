@@ -20,10 +20,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
-from scaleacross_milp.spec.instance import InputError, Instance, load_instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances"

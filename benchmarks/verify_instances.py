@@ -17,8 +17,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.verify.verifier import verify
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,9 +27,10 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from scaleacross_milp.baselines.result import Kind
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.report.summary import render_plan, render_usage
 from scaleacross_milp.report.verification import render_verification
-from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import FileProblems, InputError, error_lines, read_json, validate_json
 from scaleacross_milp.spec.plan import Layout, Plan, Verification
 
@@ -515,8 +516,8 @@ def batch(
     """Solve every scenario of a sweep and replay its plan: one result JSON per scenario as it finishes, then
     summary.csv and summary.parquet. Re-running resumes: finished scenarios are kept, crashed or timed-out ones
     run again. Every broken scenario is reported before anything is solved (exit 2)."""
+    from scaleacross_milp.batch.display import BatchProgress, batch_lines
     from scaleacross_milp.batch.runner import run_batch
-    from scaleacross_milp.report.batch import BatchProgress, batch_lines
     from scaleacross_milp.sweep.expand import load_scenarios
 
     try:
@@ -555,9 +556,9 @@ def frontier_command(
     its bracket."""
     import tempfile
 
+    from scaleacross_milp.batch.display import frontier_lines
     from scaleacross_milp.batch.frontier import FrontierError, frontier
     from scaleacross_milp.batch.local import LocalPool
-    from scaleacross_milp.report.batch import frontier_lines
 
     spec = load_or_exit(instance)
     out = console()
@@ -588,7 +589,7 @@ def plot(
     force: ForceOpt = False,
 ) -> None:
     """Draw a sweep: --y against --x, one series per --color value (dp_mode, pattern, another axis)."""
-    from scaleacross_milp.report.batch import SUMMARY_PARQUET, read_summary
+    from scaleacross_milp.batch.summary import SUMMARY_PARQUET, read_summary
     from scaleacross_milp.report.sweep_plot import PlotError, draw_sweep, series
 
     fmt = output.suffix.lower().lstrip(".")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from scaleacross_milp.baselines import Kind, baseline
 from scaleacross_milp.baselines.exhaustive import LIMIT, count_layouts
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import BaselineComparison
 
 

@@ -22,7 +22,8 @@ from scaleacross_milp.baselines.pricing import ecmp_transports, feasible, priced
 from scaleacross_milp.baselines.result import BaselineResult, Kind
 from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.shapes import pipeline_degrees
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 

@@ -22,7 +22,8 @@ from scaleacross_milp.baselines.result import BaselineResult, Kind, Step
 from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.context import dp_variants
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout, dp_mode_label, schedule_label
 from scaleacross_milp.spec.search import DPMode, Schedule
 

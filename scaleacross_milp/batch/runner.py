@@ -17,8 +17,8 @@ from scaleacross_milp.batch.result import (
     remove_temporaries,
     write_result,
 )
+from scaleacross_milp.batch.summary import write_summary
 from scaleacross_milp.batch.worker import Job, Outcome
-from scaleacross_milp.report.batch import write_summary
 from scaleacross_milp.sweep.expand import Scenario
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from scaleacross_milp.calibration.assemble import Given, build_profile, settle
 from scaleacross_milp.calibration.nccl_tests import parse_log
 from scaleacross_milp.calibration.profile import Profile, read_profile
-from scaleacross_milp.spec.instance import InputError
+from scaleacross_milp.spec.jsonfile import InputError
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 DEFAULT_PROFILE = "default"

@@ -14,7 +14,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, Valida
 
 from scaleacross_milp.calibration.collective import Collective
 from scaleacross_milp.spec.base import Contract
-from scaleacross_milp.spec.instance import InputError, read_json
+from scaleacross_milp.spec.jsonfile import InputError, read_json
 
 MeasuredTier = Literal["nvlink", "fabric"]
 """Tiers a log can measure; cross_building is derived (see calibration.model)."""

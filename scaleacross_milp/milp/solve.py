@@ -23,7 +23,8 @@ from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import Candidate, Screening, screen
 from scaleacross_milp.milp.shapes import per_requested
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
 
 PATTERN_NODES = 200

@@ -9,7 +9,7 @@ from typing import Any, BinaryIO
 COLUMN_UNITS = {"predicted_iteration_s": "s", "verified_iteration_s": "s", "best_bound_s": "s", "solve_wall_s": "s",
                 "wall_s": "s", "tokens_per_s": "tokens/s", "worker_rss_mib": "MiB", "link_distance_km": "km",
                 "mfu": "fraction of peak", "rel_gap": "fraction"}
-"""Axis labels' units for the summary columns that have one (report.batch.RESULT_COLUMNS)."""
+"""Axis labels' units for the summary columns that have one (batch.summary.RESULT_COLUMNS)."""
 
 
 class PlotError(ValueError):

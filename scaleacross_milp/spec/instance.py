@@ -1,4 +1,4 @@
-"""A planning instance: model, training, hardware, topology and search options, and its loader."""
+"""A planning instance: model, training, hardware, topology and search options (read by `scaleacross_milp.loader`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from scaleacross_milp.spec.base import Contract
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.hf_config import model_from_hf_config
-from scaleacross_milp.spec.jsonfile import FileProblems, InputError, error_lines, read_json, validate_json
+from scaleacross_milp.spec.jsonfile import FileProblems, error_lines, read_json, validate_json
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.search import SearchOptions
 from scaleacross_milp.spec.topology import Topology
@@ -100,22 +100,3 @@ class Instance(Contract):
 
     def gpu_type_of(self, building: str) -> GPUType:
         return self.gpu_types[self.topology.building(building).gpu_type]
-
-
-def load_instance(path: str | Path) -> Instance:
-    """Read, validate and resolve an instance file; a model file reference is replaced by its spec. Each problem
-    is reported against the file it is in: FileProblems (one line per field) or InputError."""
-    path = Path(path)
-    from scaleacross_milp.calibration.defaults import bundled_names, load_profile
-
-    instance = validate_json(Instance, read_json(path), path)
-    if isinstance(instance.model, ModelFile):
-        instance = instance.model_copy(update={"model": instance.model.load(path.parent)})
-    reference = instance.collective_profile
-    try:
-        load_profile(reference, path.parent)
-    except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    if reference is not None and reference not in bundled_names():  # a file: found from any directory later
-        instance = instance.model_copy(update={"collective_profile": str((path.parent / reference).resolve())})
-    return instance

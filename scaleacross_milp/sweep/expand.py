@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaleacross_milp.calibration.defaults import bundled_names, load_profile
-from scaleacross_milp.spec.instance import Instance, ModelFile, load_instance
-from scaleacross_milp.spec.jsonfile import FileProblems, InputError, validate_json
+from scaleacross_milp.calibration.defaults import bundled_names
+from scaleacross_milp.loader import load_instance, resolve_instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import FileProblems, InputError
 from scaleacross_milp.sweep.axes import AxisError, JsonData, apply_axis
 from scaleacross_milp.sweep.spec import Sweep, load_sweep
 
@@ -52,24 +53,11 @@ def scenario_id(instance: Instance) -> str:
     return hashlib.sha256(canonical_json(instance).encode()).hexdigest()[:ID_HEX_DIGITS]
 
 
-def resolve(data: JsonData, base_dir: Path, source: Path) -> Instance:
-    """Instance data validated strictly, its model file loaded and its profile checked, paths relative to
-    `base_dir` (as spec.instance.load_instance does for a file); FileProblems / InputError name the field."""
-    instance = validate_json(Instance, data, source)
-    if isinstance(instance.model, ModelFile):
-        instance = instance.model_copy(update={"model": instance.model.load(base_dir)})
-    reference = instance.collective_profile
-    load_profile(reference, base_dir)
-    if reference is not None and reference not in bundled_names():
-        instance = instance.model_copy(update={"collective_profile": str((base_dir / reference).resolve())})
-    return instance
-
-
 def base_instance(sweep: Sweep, sweep_path: Path) -> Instance:
     """The sweep's base: its instance file (relative to the sweep file) or its inline instance, resolved."""
     if isinstance(sweep.base, str):
         return load_instance(sweep_path.parent / sweep.base)
-    return resolve(sweep.base.model_dump(mode="json"), sweep_path.parent, sweep_path)
+    return resolve_instance(sweep.base.model_dump(mode="json"), sweep_path.parent, sweep_path)
 
 
 def combinations(sweep: Sweep) -> list[dict[str, Any]]:
@@ -88,7 +76,7 @@ def scenario(base: JsonData, axes: dict[str, Any], sweep_path: Path) -> Scenario
         except AxisError as exc:
             problems.append(str(exc))
     try:
-        instance = resolve(data, sweep_path.parent, sweep_path)
+        instance = resolve_instance(data, sweep_path.parent, sweep_path)
     except FileProblems as exc:
         problems += exc.lines
     except InputError as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaleacross_milp.costmodel.schedule import loop_map, v_map
-from scaleacross_milp.spec.instance import InputError
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.search import Schedule
 
 COMPUTE = ("F", "B", "I", "W")

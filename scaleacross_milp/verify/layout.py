@@ -18,7 +18,8 @@ from pathlib import Path
 from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
 from scaleacross_milp.costmodel.schedule import ScheduleOption
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StageMemoryUse, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport

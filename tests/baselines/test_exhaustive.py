@@ -9,7 +9,7 @@ import pytest
 from scaleacross_milp.baselines import Kind, baseline
 from scaleacross_milp.baselines.exhaustive import LIMIT, count_layouts, layouts, placement_count, placements
 from scaleacross_milp.baselines.pricing import replay_s
-from scaleacross_milp.spec.instance import InputError
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout
 
 THIN = {"capacity_gbit_s": 1}

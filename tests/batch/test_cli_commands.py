@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from scaleacross_milp import cli
 from scaleacross_milp.batch.frontier import Want, frontier
-from scaleacross_milp.spec.instance import load_instance
+from scaleacross_milp.loader import load_instance
 from tests.batch.hooks import InProcess
 
 ROOT = Path(__file__).resolve().parents[2]

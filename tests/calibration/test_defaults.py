@@ -11,7 +11,8 @@ from scaleacross_milp.calibration.defaults import PROFILE_DIR, build_bundle, bun
 from scaleacross_milp.calibration.model import ProfileCollectiveModel
 from scaleacross_milp.costmodel.build import collective_model
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
-from scaleacross_milp.spec.instance import InputError, load_instance
+from scaleacross_milp.loader import load_instance
+from scaleacross_milp.spec.jsonfile import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPUS = ROOT / "instances" / "campus-2b-llama3-70b.json"

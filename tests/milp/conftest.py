@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.loader import load_instance
+from scaleacross_milp.spec.instance import Instance
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,8 @@ from scaleacross_milp.milp.bounds import lower_bound_s
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import MAX_BUILDINGS, solve_instance
-from scaleacross_milp.spec.instance import InputError, Instance
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.jsonfile import InputError
 
 
 def test_compute_floor_never_exceeds_the_screening_bound(bundled):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from scaleacross_milp.spec.instance import Instance, load_instance
+from scaleacross_milp.loader import load_instance
+from scaleacross_milp.spec.instance import Instance
 
 ROOT = Path(__file__).resolve().parents[2]
 

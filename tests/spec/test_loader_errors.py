@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scaleacross_milp.spec.instance import FileProblems, InputError, load_instance
+from scaleacross_milp.loader import load_instance
+from scaleacross_milp.spec.jsonfile import FileProblems, InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "llama3-70b.json"

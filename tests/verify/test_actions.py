@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaleacross_milp.spec.instance import InputError
+from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.search import Schedule
 from scaleacross_milp.verify.actions import build_actions, check_actions, read_csv, write_csv
 from scaleacross_milp.verify.replay import DeadlockError
