@@ -67,6 +67,8 @@ class HighsModel:
 
     def __init__(self, model: pyo.ConcreteModel):
         self.model = model
+        self.shortest_run_s = math.inf
+        """The shortest HiGHS run on this model so far (what one polish LP takes at most, roughly)."""
         self.solver = Highs(treat_fixed_vars_as_params=False)
         updates = self.solver.config.auto_updates
         for check in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
@@ -80,8 +82,11 @@ class HighsModel:
         # HiGHS keeps one thread scheduler per process, sized by the first solve; a later solve asking for another
         # thread count fails outright unless the scheduler is reset (we never run two solves at once).
         highspy.Highs.resetGlobalScheduler(True)
-        return self.solver.solve(self.model, threads=threads, solver_options=NO_LIMIT_OPTIONS | options,
-                                 load_solutions=False, raise_exception_on_nonoptimal_result=False)
+        start = time.perf_counter()
+        results = self.solver.solve(self.model, threads=threads, solver_options=NO_LIMIT_OPTIONS | options,
+                                    load_solutions=False, raise_exception_on_nonoptimal_result=False)
+        self.shortest_run_s = min(self.shortest_run_s, time.perf_counter() - start)
+        return results
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@
 Both fill the fastest GPU types first (then larger buildings). With the stage cells x fixed, what is left (layers per
 stage, flows, schedule, DP variant, transports) is a small MILP. Each pattern is a sub-problem of the full MILP, so
 its solution is a feasible layout of the shape; the full MILP then only has to beat it (it becomes the cutoff).
+
+The *restriction* is the shape's MILP over only the buildings DP-out fills (`restriction`), with its own routes
+(`RouteTable.among`): a model of p B'^2 rows rather than the cluster's p B^2, built in a fraction of the time, whose
+optimum is at least as good as DP-out's and a feasible layout of the whole instance.
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ def dp_out_cells(ctx: ShapeContext) -> Cells | None:
         cells.update({(j, k): take for j in range(p) if take})
         left -= take
     return cells if left == 0 else None
+
+
+def restriction(ctx: ShapeContext) -> list[str] | None:
+    """The buildings DP-out fills (`dp_out_cells`), in the instance's order: the fewest fastest buildings that hold
+    whole pipelines; None when they cannot hold all D."""
+    cells = dp_out_cells(ctx)
+    if cells is None:
+        return None
+    used = {k for _, k in cells}
+    return [k for k in ctx.buildings if k in used]
 
 
 def chain(ctx: ShapeContext, buildings: list[str]) -> list[str]:

@@ -23,6 +23,14 @@ class RouteTable:
     arcs: dict[tuple[str, str], list[Arc]]
     latency_s: dict[tuple[str, str], float]
 
+    def among(self, buildings: list[str]) -> RouteTable:
+        """The table of a plan restricted to `buildings`: their pairs' routes and latencies as in the whole topology
+        (a route may still cross links to other buildings), every link kept so arc indices stay valid."""
+        inside = set(buildings)
+        return RouteTable(list(buildings), self.links,
+                          {pair: arcs for pair, arcs in self.arcs.items() if inside.issuperset(pair)},
+                          {pair: s for pair, s in self.latency_s.items() if inside.issuperset(pair)})
+
     def pairs_over(self, arc: Arc) -> list[tuple[str, str]]:
         """Ordered building pairs whose route uses `arc` (in `arcs` order)."""
         return self._pairs_by_arc.get(arc, [])

@@ -11,14 +11,14 @@ import heapq
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
-from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restriction
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import Candidate, Screening, screen
@@ -158,8 +158,6 @@ class ShapeSearch:
     model_extent: int = 0
     """The sum of `extent` over the models built so far."""
     models: dict[int, HighsModel] = field(default_factory=dict)
-    solve_s: dict[int, float] = field(default_factory=dict)
-    """The shortest HiGHS solve of each shape's model so far."""
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
 
@@ -183,8 +181,8 @@ class ShapeSearch:
 
     @property
     def polish_s(self) -> float:
-        """Polishing solves the incumbent's model POLISH_SOLVES times as an LP: that many of its shortest solves."""
-        return 0.0 if self.best is None else POLISH_SOLVES * self.solve_s[self.best.index]
+        """Polishing solves the incumbent's model POLISH_SOLVES times as an LP: that many of its shortest runs."""
+        return 0.0 if self.best is None else POLISH_SOLVES * self.best.model.shortest_run_s
 
     @property
     def bound(self) -> float:
@@ -261,20 +259,38 @@ class ShapeSearch:
             self.model_extent += extent(self.ctx(i))
         return self.models[i]
 
-    def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None):
-        """One HiGHS solve of shape i's model (as currently fixed) within `nodes`; keeps the best incumbent."""
-        model, ctx = self.model(i), self.ctx(i)
+    def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None,
+              restricted: tuple[HighsModel, ShapeContext] | None = None):
+        """One HiGHS solve of shape i's model (as currently fixed; or of its `restricted` model and context) within
+        `nodes`; keeps the best incumbent."""
+        model, ctx = restricted or (self.model(i), self.ctx(i))
         factor = per_requested(ctx)
         outcome = solve_milp(model, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
                              rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
                              cutoff=None if self.best is None else self.incumbent / factor)
         self.solver_s += outcome.wall_s
-        self.solve_s[i] = min(self.solve_s.get(i, math.inf), outcome.wall_s)
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
             self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model.model),
                                   snapshot(model.model))
         self.report()
         return outcome
+
+    def try_restriction(self, i: int) -> None:
+        """Solve shape i's restriction (`patterns.restriction`: its MILP over the buildings DP-out fills) within
+        PATTERN_NODES, when that is fewer buildings than the cluster's. Its bound holds for the restriction only,
+        so only its incumbent is kept."""
+        ctx = self.ctx(i)
+        buildings = restriction(ctx)
+        if buildings is None or len(buildings) == len(ctx.buildings):
+            return
+        sub = replace(ctx, routes=ctx.routes.among(buildings))
+        built = time.perf_counter()
+        model = HighsModel(build_model(sub, self.bounds[i] / per_requested(sub)))
+        took = time.perf_counter() - built
+        self.build_s += took
+        self.model_build_s += took
+        self.model_extent += extent(sub)
+        self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, restricted=(model, sub))
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns, each within PATTERN_NODES (and `time_limit_s` when given)."""
@@ -299,7 +315,10 @@ class ShapeSearch:
                 self.out_of_time = True
                 break
             i = next(queue, None)
-            if i is not None and i not in self.patterns_tried and self.affordable(i):
+            if i is None or i in self.patterns_tried:
+                continue
+            self.try_restriction(i)
+            if self.affordable(i):
                 self.try_patterns(i)
         nodes, progressed = FIRST_NODES, True
         self.report(Phase.shapes)

@@ -215,8 +215,7 @@ def test_a_model_is_built_only_when_past_builds_predict_it_fits_the_time_left(ti
     assert size == search.ctx(i).shape.pp * 2 ** 2
     search.model_build_s, search.model_extent = 1.0, 1
     assert search.affordable(i)  # no plan yet
-    search.best = SimpleNamespace(objective=1.0, index=i)
-    search.solve_s[i] = 0.0
+    search.best = SimpleNamespace(objective=1.0, index=i, model=SimpleNamespace(shortest_run_s=0.0))
     search.model_build_s = search.remaining() * 1.1 / size  # one extent unit takes that long: the build would not fit
     assert not search.affordable(i)
     search.model_build_s = search.remaining() * 0.5 / size

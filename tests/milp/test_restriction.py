@@ -1,0 +1,48 @@
+"""The restriction: a shape's MILP over only the buildings DP-out fills, priced as the whole instance prices the same
+layout, so its optimum is a feasible plan of the instance at the cost of a much smaller model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from scaleacross_milp.milp.context import shape_context
+from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.highs import HighsModel, solve_milp
+from scaleacross_milp.milp.patterns import restriction
+from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.topology import Topology
+
+HALLS = [{"name": "A", "gpus": 32, "gpu_type": "h100"}, {"name": "B", "gpus": 16, "gpu_type": "h100"},
+         {"name": "C", "gpus": 16, "gpu_type": "h100"}]
+LINKS = [{"a": "A", "b": "B", "capacity_gbit_s": 400, "distance_km": 50},
+         {"a": "B", "b": "C", "capacity_gbit_s": 400, "distance_km": 50}]
+
+
+def test_routes_among_buildings_keep_the_whole_topology_s_paths():
+    # A - B - C in a line: A to C still goes through B (both links), with every link index kept.
+    routes = route_table(Topology(buildings=HALLS, links=LINKS))
+    among = routes.among(["A", "C"])
+    assert among.buildings == ["A", "C"] and among.links == routes.links
+    assert among.arcs == {("A", "C"): [(0, 1), (1, 1)], ("C", "A"): [(1, -1), (0, -1)]}
+    assert among.latency_s[("A", "C")] == pytest.approx(routes.latency_s[("A", "C")])
+
+
+def test_restricted_optimum_equals_the_full_model_s_with_the_other_buildings_empty(tiny):
+    # TP8 PP2 DP2 needs 32 GPUs: DP-out fills A alone. The restricted model over A and the full model with B and C
+    # held empty are the same problem, so their optima agree to the solver's tolerance.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    shape = Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=8)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    assert restriction(ctx) == ["A"]
+    sub = replace(ctx, routes=ctx.routes.among(["A"]))
+    restricted = solve_milp(HighsModel(build_model(sub)), time_limit_s=30, rel_gap=0.0, threads=1)
+    full = build_model(ctx)
+    for j in full.J:
+        for k in ("B", "C"):
+            full.x[j, k].fix(0)
+            full.y[j, k].fix(0)
+    held = solve_milp(HighsModel(full), time_limit_s=30, rel_gap=0.0, threads=1)
+    assert restricted.incumbent == pytest.approx(held.incumbent, rel=1e-6)
