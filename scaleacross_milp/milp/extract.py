@@ -19,7 +19,9 @@ from scaleacross_milp.spec.plan import (
 
 
 def _val(component) -> float:
-    return float(pyo.value(component))
+    """A solution value; every quantity read here is non-negative, so a value below zero is the solver's
+    feasibility tolerance (-1e-16 on an unpolished point) and reads as 0."""
+    return max(0.0, float(pyo.value(component)))
 
 
 def _chosen(indexed, keys) -> int:

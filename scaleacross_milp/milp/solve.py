@@ -131,9 +131,10 @@ class ShapeSearch:
     front again that bound is sharpened (`first_stage_lower_bound_s`). Each step only raises the bound, so shapes are
     taken in order of sharpened bound while only the few near the front pay for pricing and sharpening.
 
-    Phase 1 solves the named patterns of the front shape, then of the front shape of every span (the fewest
-    buildings a shape's GPUs need) that can still beat the incumbent, so shapes that fit in fewer buildings are not
-    starved by the optimistic bounds of the shapes that use the whole cluster. Phase 2 runs
+    Phase 1 takes the front shape, and the front shape of every span (the fewest buildings a shape's GPUs need),
+    so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use the whole
+    cluster; it solves each one's restriction (`patterns.restriction`, a small model), then each one's named
+    patterns on its full model where that model is affordable. Phase 2 runs
     rounds: each round solves the full MILP of every open shape that can still beat the incumbent by more than the
     gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's patterns first, if
     phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in solver work;
@@ -275,10 +276,15 @@ class ShapeSearch:
         self.report()
         return outcome
 
-    def try_restriction(self, i: int) -> None:
+    def restriction_extent(self, i: int) -> float:
+        """`extent` of shape i's restriction: p B'^2 (inf when DP-out cannot hold it)."""
+        buildings = restriction(self.ctx(i))
+        return math.inf if buildings is None else self.ctx(i).shape.pp * len(buildings) ** 2
+
+    def try_restriction(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's restriction (`patterns.restriction`: its MILP over the buildings DP-out fills) within
-        PATTERN_NODES, when that is fewer buildings than the cluster's. Its bound holds for the restriction only,
-        so only its incumbent is kept."""
+        PATTERN_NODES (and `time_limit_s` when given), when that is fewer buildings than the cluster's. Its bound
+        holds for the restriction only, so only its incumbent is kept."""
         ctx = self.ctx(i)
         buildings = restriction(ctx)
         if buildings is None or len(buildings) == len(ctx.buildings):
@@ -290,7 +296,7 @@ class ShapeSearch:
         self.build_s += took
         self.model_build_s += took
         self.model_extent += extent(sub)
-        self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, restricted=(model, sub))
+        self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s, restricted=(model, sub))
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns, each within PATTERN_NODES (and `time_limit_s` when given)."""
@@ -310,15 +316,19 @@ class ShapeSearch:
 
     def run(self) -> None:
         self.report(Phase.patterns)
+        fronts: list[int] = []
         for queue in [self.best_first(list(range(len(self.candidates)))), *self.spans()]:
             if self.remaining() <= 0:
                 self.out_of_time = True
                 break
             i = next(queue, None)
-            if i is None or i in self.patterns_tried:
-                continue
-            self.try_restriction(i)
-            if self.affordable(i):
+            if i is not None and i not in fronts:
+                fronts.append(i)
+        for i in sorted(fronts, key=self.restriction_extent):  # smallest models first: an early, cheap incumbent
+            if self.remaining() > 0:
+                self.try_restriction(i)
+        for i in fronts:
+            if self.remaining() > 0 and self.affordable(i):
                 self.try_patterns(i)
         nodes, progressed = FIRST_NODES, True
         self.report(Phase.shapes)
@@ -347,11 +357,19 @@ class ShapeSearch:
         self.models.clear()
 
     def rescue(self) -> None:
-        """The limit ended without a plan (screening ate it): the patterns of the shapes in bound order (each priced
-        when it reaches the front), until one gives a plan, while the time is within RESCUE_SHARE of the limit past
-        it (at least one shape whose patterns fit its buildings)."""
+        """The limit ended without a plan (screening ate it): the restrictions of the shapes already priced, then
+        the patterns of the shapes in bound order (each priced when it reaches the front), until one gives a plan,
+        while the time is within RESCUE_SHARE of the limit past it (at least one shape whose patterns fit its
+        buildings)."""
         deadline = self.limit * (1 + RESCUE_SHARE)
         self.report(Phase.rescue)
+        priced = [i for i, candidate in enumerate(self.candidates) if candidate.ctx is not None
+                  and i not in self.closed and not math.isinf(self.bounds[i])
+                  and self.restriction_extent(i) < extent(candidate.ctx)]
+        for i in sorted(priced, key=lambda i: (self.restriction_extent(i), self.key(i))):  # smallest models first
+            self.try_restriction(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
+            if self.best is not None or self.elapsed() >= deadline:
+                return
         queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
         heapq.heapify(queue)
         while queue:

@@ -3,17 +3,23 @@ layout, so its optimum is a feasible plan of the instance at the cost of a much 
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
+import pyomo.environ as pyo
 import pytest
 
 from scaleacross_milp.milp.context import shape_context
+from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import HighsModel, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, model_size, solve_milp
 from scaleacross_milp.milp.patterns import restriction
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.milp.screen import screen
+from scaleacross_milp.milp.solve import ShapeSearch
+from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.spec.topology import Topology
+from scaleacross_milp.verify.verifier import verify
 
 HALLS = [{"name": "A", "gpus": 32, "gpu_type": "h100"}, {"name": "B", "gpus": 16, "gpu_type": "h100"},
          {"name": "C", "gpus": 16, "gpu_type": "h100"}]
@@ -46,3 +52,21 @@ def test_restricted_optimum_equals_the_full_model_s_with_the_other_buildings_emp
             full.y[j, k].fix(0)
     held = solve_milp(HighsModel(full), time_limit_s=30, rel_gap=0.0, threads=1)
     assert restricted.incumbent == pytest.approx(held.incumbent, rel=1e-6)
+
+
+def test_the_search_takes_a_restriction_s_optimum_as_a_plan_the_verifier_replays(tiny):
+    # The search keeps the restricted model's incumbent with its own context: the plan it extracts holds every stage
+    # in A, and the verifier (on the whole instance) replays it at the MILP's time within its tolerance.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    i = next(i for i, c in enumerate(search.candidates) if c.shape.label().startswith("TP8 CP1 EP1 PP2 DP2 "))
+    search.try_restriction(i)
+    assert search.best is not None and search.best.ctx.buildings == ["A"]
+    model = search.best.model.model
+    plan = extract_plan(model, search.best.ctx, SolveStats(status="optimal", incumbent_s=pyo.value(model.T),
+                                                          bound_s=None, rel_gap=None, wall_s=0.0, shapes_total=1,
+                                                          shapes_solved=1, shapes_pruned=0, **model_size(model)))
+    assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A"}
+    verification, _ = verify(instance, plan)
+    assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
