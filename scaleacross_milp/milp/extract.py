@@ -56,8 +56,8 @@ def link_uses(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[LinkUse]:
     for i, link in enumerate(ctx.routes.links):
         transport = _chosen(m.z, [(i, t) for t in link.transports])[1]
         busy, d = max((max(0.0, _val(m.busy[i, d])), d) for d in (1, -1))
-        pp = max(0.0, _val(m.pp[i, d])) * ctx.shape.microbatches
-        dp = max(0.0, _val(m.dp[i, d]))
+        pp = _val(m.pp[i, d]) * ctx.shape.microbatches
+        dp = _val(m.dp[i, d])
         priced = (pp + dp) * 1e9 / (link.capacity_byte_s * busy) if busy > 0 else ctx.efficiency[i, transport]
         uses.append(LinkUse(a=link.a, b=link.b, transport=transport, efficiency=min(1.0, priced),
                             pp_gbyte=pp, dp_gbyte=dp, busy_s=busy))
