@@ -55,7 +55,7 @@ def link_uses(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[LinkUse]:
     uses = []
     for i, link in enumerate(ctx.routes.links):
         transport = _chosen(m.z, [(i, t) for t in link.transports])[1]
-        busy, d = max((max(0.0, _val(m.busy[i, d])), d) for d in (1, -1))
+        busy, d = max((_val(m.busy[i, d]), d) for d in (1, -1))
         pp = _val(m.pp[i, d]) * ctx.shape.microbatches
         dp = _val(m.dp[i, d])
         priced = (pp + dp) * 1e9 / (link.capacity_byte_s * busy) if busy > 0 else ctx.efficiency[i, transport]
