@@ -14,8 +14,8 @@ transports) drawn from the point's seed:
   oversubscription  cross-building 1:1, 1:2, 1:4, 1:8, 1:16 (link capacity = the smaller end's NIC bandwidth / ratio)
   loss              0, 1e-5, 1e-4, 1e-3 on every link
   GPU types         uniform (H100) or mixed (2-3 of A100, H100, B200)
-  GPUs              a power of two in the model's range (GPU_RANGE): 256-1,024 for the 70B and 47B models,
-                    1,024-2,048 for the 405B and 671B ones; 2 sequences of 4,096 tokens per node
+  GPUs              a power of two in the model's range (GPU_RANGE): 256-512 for the 70B and 47B models,
+                    512-1,024 for the 405B and 671B ones; 2 sequences of 4,096 tokens per node
 Per point: the optimiser's plan (milp.solve.solve_instance) and every baseline (baselines.compare.compare: each
 replayed by the verifier), the verified times, and speedup S_b = T_b / T_opt - 1 (the paper's convention; every
 layout runs the instance's batch, `batch_rounding` exact). Summary per baseline: max S_b (and its point), the
@@ -52,9 +52,11 @@ DISTANCES_KM = (1.0, 50.0, 1000.0)
 OVERSUBSCRIPTION = (1.0, 2.0, 4.0, 8.0, 16.0)
 LOSS = (0.0, 1e-5, 1e-4, 1e-3)
 MIXED = (False, True)
-GPU_RANGE = {"llama3-70b": (256, 1024), "mixtral-8x7b": (256, 1024), "llama3-405b": (1024, 2048),
-             "deepseek-v3": (1024, 2048)}
-"""Cluster GPUs per model (powers of two): the training state (18 bytes a parameter) takes 2-20 % of the HBM."""
+GPU_RANGE = {"llama3-70b": (256, 512), "mixtral-8x7b": (256, 512), "llama3-405b": (512, 1024),
+             "deepseek-v3": (512, 1024)}
+"""Cluster GPUs per model (powers of two, at least 64 a building): the training state (18 bytes a parameter) takes
+3-35 % of the HBM. Larger clusters multiply the replays' pipelines and microbatches (an 8-building DeepSeek-V3 point
+of 2,048 GPUs took 7 minutes with its baselines on 2 shared cores)."""
 BASELINES = (Kind.production, Kind.framework, Kind.single_dimension)
 
 
@@ -81,7 +83,8 @@ def design_points(count: int = 48, seed: int = 0) -> list[DesignPoint]:
 
 @dataclass
 class Outcome:
-    """One design point's figures; `times` and `speedups` keyed by baseline kind (None: not built, see `notes`)."""
+    """One design point's figures; `times` and `speedups` keyed by baseline kind (None: not built, see `notes`);
+    `layouts` holds the plan (key "optimiser") and each priced baseline's layout (not written to the CSV)."""
 
     index: int
     point: str
@@ -96,6 +99,7 @@ class Outcome:
     notes: dict[str, str] = field(default_factory=dict)
     error: str = ""
     wall_s: float = 0.0
+    layouts: dict[str, Layout] = field(default_factory=dict)
 
 
 def plan_label(layout: Layout) -> str:
@@ -128,6 +132,7 @@ def run_point(index: int, point: DesignPoint, time_limit_s: float, threads: int 
     verification, _ = verify(instance, plan)
     out.status, out.gap, out.optimizer_s, out.plan = plan.solve.status, plan.solve.rel_gap, \
         verification.iteration_s, plan_label(plan)
+    out.layouts["optimiser"] = plan
     for row in compare(instance, verification.tokens_per_s, time_limit_s):
         if row.kind == Kind.exhaustive.value:
             continue
@@ -135,6 +140,8 @@ def run_point(index: int, point: DesignPoint, time_limit_s: float, threads: int 
         out.speedups[row.kind] = None if row.iteration_s is None else row.iteration_s / out.optimizer_s - 1
         out.dimensions[row.kind] = dimensions(plan, row.layout) if row.layout else ""
         out.notes[row.kind] = row.note
+        if row.layout is not None:
+            out.layouts[row.kind] = row.layout
     out.wall_s = time.perf_counter() - started
     return out
 
@@ -183,7 +190,7 @@ def table(outcomes: list[Outcome]) -> Table:
 
 
 def csv_row(o: Outcome) -> dict[str, object]:
-    flat = {k: v for k, v in asdict(o).items() if k not in ("times", "speedups", "dimensions", "notes")}
+    flat = {k: v for k, v in asdict(o).items() if k not in ("times", "speedups", "dimensions", "notes", "layouts")}
     for kind in BASELINES:
         flat |= {f"{kind.value} s": o.times.get(kind.value), f"{kind.value} speedup": o.speedups.get(kind.value),
                  f"{kind.value} dimensions": o.dimensions.get(kind.value, ""),
