@@ -42,7 +42,7 @@ from scaleacross_milp.baselines import Kind
 from scaleacross_milp.baselines.compare import compare
 from scaleacross_milp.generate import DesignPoint, design_instance
 from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
-from scaleacross_milp.spec.instance import InputError
+from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Layout, dp_mode_label, schedule_label
 from scaleacross_milp.verify.verifier import verify
 
@@ -120,15 +120,23 @@ def dimensions(plan: Layout, other: Layout) -> str:
 
 
 def run_point(index: int, point: DesignPoint, time_limit_s: float, threads: int = 1) -> Outcome:
-    """Solve, verify and compare one design point (in a worker process)."""
+    """Solve, verify and compare one design point (in a worker process); a point without a plan (InputError,
+    NoPlanFound) or whose solve, replay or baselines raise anything else ("crash") is returned with its message."""
     started = time.perf_counter()
-    instance = design_instance(point)
     out = Outcome(index=index, point=point.label, gpus=point.gpus)
     try:
-        plan = solve_instance(instance, time_limit_s=time_limit_s, threads=threads)
+        _measure(out, design_instance(point), time_limit_s, threads)
     except (InputError, NoPlanFound) as exc:
-        out.status, out.error, out.wall_s = "no plan", str(exc), time.perf_counter() - started
-        return out
+        out.status, out.error = "no plan", str(exc)
+    except Exception as exc:  # noqa: BLE001 - one point's crash is reported, the suite goes on
+        out.status, out.error = "crash", f"{type(exc).__name__}: {exc}"
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def _measure(out: Outcome, instance: Instance, time_limit_s: float, threads: int) -> None:
+    """Fill `out` with the plan's and every baseline's verified time and the speedups."""
+    plan = solve_instance(instance, time_limit_s=time_limit_s, threads=threads)
     verification, _ = verify(instance, plan)
     out.status, out.gap, out.optimizer_s, out.plan = plan.solve.status, plan.solve.rel_gap, \
         verification.iteration_s, plan_label(plan)
@@ -142,8 +150,6 @@ def run_point(index: int, point: DesignPoint, time_limit_s: float, threads: int 
         out.notes[row.kind] = row.note
         if row.layout is not None:
             out.layouts[row.kind] = row.layout
-    out.wall_s = time.perf_counter() - started
-    return out
 
 
 def geometric_mean(speedups: list[float]) -> float:
