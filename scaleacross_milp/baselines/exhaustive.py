@@ -33,6 +33,7 @@ in one process: with 2 shared cores, spawned workers do not pay.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -173,23 +174,23 @@ def _split(routing: Routing, left: tuple[int, ...]) -> Iterator[Routing]:
             yield tuple((route + (k,), x) for k, x in enumerate(row) if x) + tail
 
 
+@cache
 def route_multisets(pp: int, cells: int, caps: tuple[int, ...]) -> int:
     """Placements with their routes (sum over placements of len(routings)): multisets of `cells` routes in K^pp
     with building k occurring at most caps[k] times over all routes and stages, counted by dynamic programming over
-    the K^pp routes (how many cells take each), the caps clipped to pp x cells."""
-    sequences = [tuple(route.count(k) for k in range(len(caps))) for route in product(range(len(caps)), repeat=pp)]
-
-    @cache
-    def count(i: int, left: int, room_left: tuple[int, ...]) -> int:
-        if i == len(sequences):
-            return int(left == 0)
-        uses, total, x = sequences[i], 0, 0
-        while x <= left and all(x * u <= r for u, r in zip(uses, room_left, strict=True)):
-            total += count(i + 1, left - x, tuple(r - x * u for u, r in zip(uses, room_left, strict=True)))
-            x += 1
-        return total
-
-    return count(0, cells, tuple(min(c, pp * cells) for c in caps))
+    the K^pp routes (how many cells take each; state: cells left, room left per building, the caps clipped to
+    pp x cells)."""
+    states: Counter[tuple[int, tuple[int, ...]]] = Counter({(cells, tuple(min(c, pp * cells) for c in caps)): 1})
+    for route in product(range(len(caps)), repeat=pp):
+        uses = [route.count(k) for k in range(len(caps))]
+        following: Counter[tuple[int, tuple[int, ...]]] = Counter()
+        for (left, room_left), ways in states.items():
+            x = 0
+            while x <= left and all(x * u <= r for u, r in zip(uses, room_left, strict=True)):
+                following[left - x, tuple(r - x * u for u, r in zip(uses, room_left, strict=True))] += ways
+                x += 1
+        states = following
+    return sum(ways for (left, _), ways in states.items() if left == 0)
 
 
 @cache
@@ -205,12 +206,21 @@ def transport_choices(instance: Instance) -> list[dict[str, Transport]]:
     return [dict(zip(keys, combo, strict=True)) for combo in product(*(link.transports for link in links))]
 
 
-def count_layouts(instance: Instance) -> tuple[int, bool]:
+def count_layouts(instance: Instance, limit: int | None = None) -> tuple[int, bool]:
     """(layouts in the searched space, exact). Per family: C(L/g - 1, pp - 1) splits x placements with their routes
     (route_multisets) x transport combinations. When the route count would need a large table (states beyond
     COUNT_STATES) the placement count stands in for it (every placement has at least one routing), and when that
     too would, its lower bound R^pp, R the rows within floor(room_k / pp) per building (any pp such rows fit); the
-    count is then marked inexact (at least)."""
+    count is then marked inexact (at least). With `limit`, routes are counted only when the placements alone stay
+    within it (else the placement count is returned, inexact: enough to refuse the space)."""
+    lower, exact = _count(instance, routes=False)
+    if limit is not None and lower > limit:
+        return lower, False
+    return _count(instance, routes=True)
+
+
+def _count(instance: Instance, routes: bool) -> tuple[int, bool]:
+    """count_layouts with routes counted (`routes`) or each placement counted once (inexact when it has several)."""
     layers, combos = instance.model_spec.layers, len(transport_choices(instance))
     total, exact = 0, True
     for family in families(instance):
@@ -218,10 +228,11 @@ def count_layouts(instance: Instance) -> tuple[int, bool]:
         caps = room(instance, shape.cell_gpus)
         split_count = math.comb(layers // family.option.layer_granularity - 1, shape.pp - 1)
         states = math.prod(min(c, shape.pp * shape.cells_per_stage) + 1 for c in caps)
-        if states * shape.cells_per_stage * len(caps) ** shape.pp <= COUNT_STATES:
+        if routes and states * shape.cells_per_stage * len(caps) ** shape.pp <= COUNT_STATES:
             fits = route_multisets(shape.pp, shape.cells_per_stage, caps)
         elif states * shape.pp <= COUNT_STATES:
-            fits, exact = placement_count(shape.pp, shape.cells_per_stage, caps), False
+            fits = placement_count(shape.pp, shape.cells_per_stage, caps)
+            exact = exact and (shape.pp == 1 or len(caps) == 1)
         else:
             fits = row_count(shape.cells_per_stage, tuple(c // shape.pp for c in caps)) ** shape.pp
             exact = False
@@ -262,7 +273,7 @@ def layouts(instance: Instance) -> Iterator[Layout]:
 
 def exhaustive(instance: Instance, limit: int = LIMIT) -> BaselineResult:
     """The layout of least verified time over the whole searched space (InputError above `limit` layouts)."""
-    count, exact = count_layouts(instance)
+    count, exact = count_layouts(instance, limit)
     if count > limit:
         raise InputError(f"exhaustive: the searched space holds {'' if exact else 'at least '}{count:,} layouts, "
                          f"above the limit of {limit:,}; restrict search (pp_degrees, tp_degrees, cp_degrees, "
