@@ -17,6 +17,10 @@ What varies, per instance:
               (an odd multiple of a power of two, or a prime)
   training    sequence length 2,048 / 4,096 / 8,192, recompute none / selective / full
 
+`design(point)` / `design_instance(point)` build an instance from explicit benchmark parameters instead (DesignPoint:
+model, buildings, distance, cross-building oversubscription, loss, GPU mix, GPUs), the rest drawn as above from the
+point's seed (the speedup and optimality benchmarks).
+
 Sizes (`Size`): small 64-512 GPUs and models up to 100B parameters (quick; the pytest property subset), medium
 64-4,096 GPUs (the property suite), large 4,096-262,144 GPUs over up to 16 buildings (later scaling benchmarks).
 
