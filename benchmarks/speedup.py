@@ -30,6 +30,7 @@ import csv
 import math
 import multiprocessing
 import random
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -46,6 +47,9 @@ from scaleacross_milp.spec.instance import InputError, Instance
 from scaleacross_milp.spec.plan import Layout, dp_mode_label, schedule_label
 from scaleacross_milp.verify.verifier import verify
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from property_suite import ReplayTooSlow, replay_cap  # noqa: E402 - the benchmarks' own wall-clock cap
+
 MODELS = ("llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3")
 BUILDINGS = (2, 4, 8)
 DISTANCES_KM = (1.0, 50.0, 1000.0)
@@ -58,6 +62,9 @@ GPU_RANGE = {"llama3-70b": (256, 512), "mixtral-8x7b": (256, 512), "llama3-405b"
 3-35 % of the HBM. Larger clusters multiply the replays' pipelines and microbatches (an 8-building DeepSeek-V3 point
 of 2,048 GPUs took 7 minutes with its baselines on 2 shared cores)."""
 BASELINES = (Kind.production, Kind.framework, Kind.single_dimension)
+POINT_LIMIT_S = 240.0
+"""A point still running after this wall time (solve, replays and baselines) is stopped and reported ("stopped"):
+one solve can hang (README, Speedup over baselines)."""
 
 
 def design_points(count: int = 48, seed: int = 0) -> list[DesignPoint]:
@@ -121,11 +128,15 @@ def dimensions(plan: Layout, other: Layout) -> str:
 
 def run_point(index: int, point: DesignPoint, time_limit_s: float, threads: int = 1) -> Outcome:
     """Solve, verify and compare one design point (in a worker process); a point without a plan (InputError,
-    NoPlanFound) or whose solve, replay or baselines raise anything else ("crash") is returned with its message."""
+    NoPlanFound), stopped after POINT_LIMIT_S, or whose solve, replay or baselines raise anything else ("crash") is
+    returned with its message."""
     started = time.perf_counter()
     out = Outcome(index=index, point=point.label, gpus=point.gpus)
     try:
-        _measure(out, design_instance(point), time_limit_s, threads)
+        with replay_cap(POINT_LIMIT_S):
+            _measure(out, design_instance(point), time_limit_s, threads)
+    except ReplayTooSlow:
+        out.status, out.error = "stopped", f"still running after {POINT_LIMIT_S:g} s"
     except (InputError, NoPlanFound) as exc:
         out.status, out.error = "no plan", str(exc)
     except Exception as exc:  # noqa: BLE001 - one point's crash is reported, the suite goes on
