@@ -1,14 +1,17 @@
-"""Optimality: the optimiser's verified time against the exhaustive optimum on small generated instances.
+"""Optimality: the optimiser's verified time against the exhaustive optimum on small design points.
 
-    python benchmarks/optimality.py [--instances N] [--limit LAYOUTS] [--time-limit S] [--csv PATH]
+    python benchmarks/optimality.py [--points 0 3] [--limit LAYOUTS] [--time-limit S] [--csv PATH]
 
-Instances: the seeded generator's `small` instances (scaleacross_milp.generate, seeds 0, 1, ...) with 2-3
-buildings, each with its search restricted to SEARCH (the same restriction for the MILP and for the enumeration,
-so both search one space), taken in seed order while the exhaustive count (baselines.exhaustive.count_layouts)
-stays within --limit, until N are found. Per instance: the exhaustive optimum (every layout replayed), the MILP's
-plan replayed by the verifier, their ratio (target <= 1.01), the MILP's proven gap, and whether the MILP's bound stays
+Instances: POINTS, design points of the seeded generator (scaleacross_milp.generate.design_instance) with 2-3
+buildings of 32-64 GPUs, dense and MoE models, a fat campus link, a thin (1:16), a lossy (1e-3) and a far
+(1,000 km) one, uniform and mixed GPU types, and batches of 8-16 sequences per node so that spanning buildings
+pays where the link allows it. Each instance's search is restricted to SEARCH (the same restriction for the MILP and
+for the enumeration, so both search one space). Per instance: the exhaustive optimum (every layout, with every
+placement of stage cells onto buildings and every routing of them into pipelines, replayed), the MILP's plan
+replayed by the verifier, their ratio (target <= 1.01), the MILP's proven gap, and whether the MILP's bound stays
 below the exhaustive optimum's verified time (it bounds the MILP's own model of the time, so a bound above the
-replayed optimum shows a term the MILP over-prices against the replay).
+replayed optimum shows a term the MILP over-prices against the replay). A point whose space holds more than --limit
+layouts is skipped with its count.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from scaleacross_milp.baselines.exhaustive import count_layouts, exhaustive
-from scaleacross_milp.generate import generate_instance, link_class
+from scaleacross_milp.baselines.exhaustive import LIMIT, count_layouts, exhaustive
+from scaleacross_milp.generate import DesignPoint, design_instance, link_class
 from scaleacross_milp.milp.solve import solve_instance
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
@@ -34,30 +37,30 @@ SEARCH = {"tp_degrees": [8], "cp_degrees": [1], "micro_batch_sizes": [1], "pp_de
           "interleave_chunks": [2], "schedules": ["1f1b", "interleaved"], "dp_modes": ["fsdp", "hsdp"]}
 """The searched space of every instance: TP 8, CP 1, micro-batch 1, PP 1 or 2, 1F1B or interleaved (v = 2), FSDP or
 HSDP; layer splits, placements, DP and EP degrees and transports stay free."""
-MAX_BUILDINGS = 3
-COLUMNS = ("seed", "model", "GPUs", "buildings", "GPU types", "links", "layouts", "replayed", "optimum", "exhaustive s",
-           "MILP verified s", "ratio", "MILP gap %", "MILP bound s", "bound <= optimum", "exhaustive wall s",
-           "MILP wall s")
+POINTS = (
+    DesignPoint("llama3-8b", 2, 1.0, 1.0, 0.0, False, 64, seed=0, sequences_per_node=16),
+    DesignPoint("llama3-8b", 2, 50.0, 16.0, 0.0, False, 64, seed=1, sequences_per_node=16),
+    DesignPoint("llama3-8b", 2, 1000.0, 2.0, 0.0, False, 64, seed=2, sequences_per_node=16),
+    DesignPoint("llama3-8b", 2, 50.0, 2.0, 1e-3, False, 64, seed=3, sequences_per_node=16),
+    DesignPoint("mixtral-8x7b", 2, 1.0, 1.0, 0.0, True, 32, seed=4, sequences_per_node=16),
+    DesignPoint("llama3-70b", 2, 1.0, 2.0, 0.0, True, 32, seed=5, sequences_per_node=16),
+    DesignPoint("llama3-8b", 3, 1.0, 1.0, 0.0, True, 32, seed=6, sequences_per_node=16),
+    DesignPoint("mixtral-8x7b", 3, 50.0, 8.0, 1e-3, False, 32, seed=7, sequences_per_node=16),
+    DesignPoint("mixtral-8x7b", 2, 1000.0, 4.0, 0.0, False, 32, seed=8, sequences_per_node=16),
+    DesignPoint("llama3-8b", 3, 1000.0, 2.0, 1e-4, False, 32, seed=9, sequences_per_node=16),
+)
+"""The suite (module docstring): DesignPoint(model, buildings, km, cross-building oversubscription, loss, mixed GPU
+types, GPUs)."""
+COLUMNS = ("point", "model", "GPUs", "buildings", "GPU types", "links", "layouts", "replayed", "optimum",
+           "optimum buildings", "exhaustive s", "MILP plan", "MILP verified s", "ratio", "MILP gap %", "MILP bound s",
+           "bound <= optimum", "exhaustive wall s", "MILP wall s")
 
 
-def restricted(seed: int) -> Instance:
-    instance = generate_instance(seed, "small")
+def restricted(point: DesignPoint) -> Instance:
+    """The point's instance with its search restricted to SEARCH."""
+    instance = design_instance(point)
     search = SearchOptions.model_validate({**instance.search.model_dump(), **SEARCH})
     return instance.model_copy(update={"search": search})
-
-
-def suite(count: int, limit: int) -> list[tuple[int, Instance, int]]:
-    """(seed, instance, layouts) of the first `count` small seeds with at most MAX_BUILDINGS buildings and at most
-    `limit` layouts."""
-    found, seed = [], 0
-    while len(found) < count:
-        instance = restricted(seed)
-        if len(instance.topology.buildings) <= MAX_BUILDINGS:
-            layouts, _ = count_layouts(instance)
-            if layouts <= limit:
-                found.append((seed, instance, layouts))
-        seed += 1
-    return found
 
 
 def links_label(instance: Instance) -> str:
@@ -72,7 +75,11 @@ def layout_label(layout: Layout) -> str:
     return f"{layout.shape.label()} {layout.schedule.value} {layout.dp_mode.value} [{cells}]"
 
 
-def row(seed: int, instance: Instance, layouts: int, time_limit: float) -> dict[str, object]:
+def buildings_used(layout: Layout) -> int:
+    return len({k for stage in layout.stages for k, n in stage.cells_per_building.items() if n})
+
+
+def row(index: int, instance: Instance, layouts: int, time_limit: float) -> dict[str, object]:
     started = time.perf_counter()
     best = exhaustive(instance, limit=layouts)
     exhaustive_wall = time.perf_counter() - started
@@ -82,11 +89,12 @@ def row(seed: int, instance: Instance, layouts: int, time_limit: float) -> dict[
     verified = verify(instance, plan)[0].iteration_s
     buildings = instance.topology.buildings
     return {
-        "seed": seed, "model": instance.model_spec.name, "GPUs": sum(b.gpus for b in buildings),
+        "point": index, "model": instance.model_spec.name, "GPUs": sum(b.gpus for b in buildings),
         "buildings": len(buildings), "GPU types": "+".join(sorted({b.gpu_type for b in buildings})),
         "links": links_label(instance), "layouts": layouts, "replayed": best.evaluated,
-        "optimum": layout_label(best.layout),
-        "exhaustive s": best.iteration_s, "MILP verified s": verified, "ratio": verified / best.iteration_s,
+        "optimum": layout_label(best.layout), "optimum buildings": buildings_used(best.layout),
+        "exhaustive s": best.iteration_s, "MILP plan": layout_label(plan), "MILP verified s": verified,
+        "ratio": verified / best.iteration_s,
         "MILP gap %": 100 * plan.solve.rel_gap, "MILP bound s": plan.solve.bound_s,
         "bound <= optimum": plan.solve.bound_s <= best.iteration_s, "exhaustive wall s": exhaustive_wall,
         "MILP wall s": milp_wall,
@@ -99,24 +107,31 @@ def cell(value: object) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--instances", type=int, default=10)
-    parser.add_argument("--limit", type=int, default=5000, help="most layouts per instance")
+    parser.add_argument("--points", type=int, nargs="+", default=None, help="run only these indices of POINTS")
+    parser.add_argument("--limit", type=int, default=LIMIT, help="most layouts per instance")
     parser.add_argument("--time-limit", type=float, default=20.0, help="MILP seconds per instance")
     parser.add_argument("--csv", type=Path, default=Path("optimality.csv"))
     args = parser.parse_args()
 
     console = Console(width=240)
     rows = []
-    for seed, instance, layouts in suite(args.instances, args.limit):
-        try:
-            rows.append(row(seed, instance, layouts, args.time_limit))
-        except InputError as exc:
-            console.print(f"seed {seed}: skipped ({exc})")
+    for index in args.points if args.points is not None else range(len(POINTS)):
+        instance = restricted(POINTS[index])
+        layouts, _ = count_layouts(instance)
+        if layouts > args.limit:
+            console.print(f"point {index}: skipped ({layouts:,} layouts, above --limit {args.limit:,})")
             continue
-        console.print(f"seed {seed}: ratio {rows[-1]['ratio']:.4f} ({rows[-1]['replayed']} layouts replayed)")
+        try:
+            rows.append(row(index, instance, layouts, args.time_limit))
+        except InputError as exc:
+            console.print(f"point {index}: skipped ({exc})")
+            continue
+        console.print(f"point {index} {POINTS[index].label}: ratio {rows[-1]['ratio']:.4f} "
+                      f"({rows[-1]['replayed']} layouts replayed)", markup=False)
     table = Table(title="MILP plan (verified) vs exhaustive optimum")
     for column in COLUMNS:
-        table.add_column(column, justify="left" if column in ("model", "GPU types", "links", "optimum") else "right")
+        table.add_column(column, justify="left" if column in ("model", "GPU types", "links", "optimum", "MILP plan")
+                         else "right")
     for values in rows:
         table.add_row(*(cell(values[column]) for column in COLUMNS))
     console.print(table)

@@ -17,6 +17,10 @@ What varies, per instance:
               (an odd multiple of a power of two, or a prime)
   training    sequence length 2,048 / 4,096 / 8,192, recompute none / selective / full
 
+`design(point)` / `design_instance(point)` build an instance from explicit benchmark parameters instead (DesignPoint:
+model, buildings, distance, cross-building oversubscription, loss, GPU mix, GPUs), the rest drawn as above from the
+point's seed (the speedup and optimality benchmarks).
+
 Sizes (`Size`): small 64-512 GPUs and models up to 100B parameters (quick; the pytest property subset), medium
 64-4,096 GPUs (the property suite), large 4,096-262,144 GPUs over up to 16 buildings (later scaling benchmarks).
 
@@ -278,3 +282,75 @@ def generate(seed: int, size: Size | str = Size.medium) -> dict:
 def generate_instance(seed: int, size: Size | str = Size.medium) -> Instance:
     """`generate`, validated against the instance contract."""
     return Instance.model_validate(generate(seed, size))
+
+
+DESIGN_GPU = "h100-80gb"
+"""The GPU type of uniform design points; mixed points draw 2-3 of GPU_CHOICES."""
+DESIGN_SEQ_LEN = 4096
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    """One point of a benchmark's design space: the parameters asked for, the rest drawn from `seed`.
+
+    `oversubscription` is cross-building: every link carries c = min(G_a n_a, G_b n_b) / oversubscription Gb/s,
+    G the GPUs and n the NIC Gb/s per GPU of its two ends (1:1 lets every GPU of the smaller end send at line rate).
+    Buildings of unequal sizes sum to `gpus` (a power of two, at least 8 per building), joined in a chain
+    b0 - b1 - ... (buildings along one fiber route), each link `distance_km` long with `loss_rate`."""
+
+    model: str
+    buildings: int
+    distance_km: float
+    oversubscription: float
+    loss_rate: float
+    mixed: bool
+    gpus: int
+    seed: int = 0
+    sequences_per_node: int = 2
+
+    @property
+    def label(self) -> str:
+        return (f"{self.model} {self.buildings}b {self.gpus} GPUs {self.distance_km:g} km 1:{self.oversubscription:g} "
+                f"loss {self.loss_rate:g} {'mixed' if self.mixed else 'uniform'} s{self.seed}")
+
+
+def _design_kind(km: float) -> str:
+    """The link class whose distance range reaches `km` (campus / metro / continental)."""
+    return "campus" if km <= CAMPUS_KM[1] else "metro" if km <= METRO_KM[1] else "continental"
+
+
+def design(point: DesignPoint) -> dict:
+    """An instance JSON dict with exactly `point`'s model, buildings, GPUs, distance, cross-building
+    oversubscription, loss and GPU mix (DesignPoint); building sizes (`_building_sizes`), pods (`_pod`) and each
+    link's paths, queue pairs and transports (`_link`) are drawn as `generate` draws them."""
+    if point.gpus & (point.gpus - 1) or point.gpus < NODE_GPUS * point.buildings:
+        raise ValueError(f"design point: {point.gpus} GPUs is not a power of two >= {NODE_GPUS} per building")
+    rng = random.Random(f"design-{point.seed}")
+    sizes = _building_sizes(rng, point.gpus, point.buildings, SizeRange(point.gpus, point.gpus, point.buildings, 1, 0))
+    names = sorted(GPU_CHOICES)
+    kinds = rng.sample(names, rng.randint(2, 3)) if point.mixed else [DESIGN_GPU]
+    buildings = [{"name": f"b{i}", "gpus": gpus, "gpu_type": kinds[i % len(kinds)], "region": "r0",
+                  **_pod(rng, gpus)} for i, gpus in enumerate(sizes)]
+    links = []
+    for a, b in zip(buildings, buildings[1:], strict=False):
+        link = _link(rng, a["name"], b["name"], _design_kind(point.distance_km), 1)
+        ends = min(end["gpus"] * GPU_CHOICES[end["gpu_type"]].nic_gbit_s for end in (a, b))
+        links.append({**link, "capacity_gbit_s": ends / point.oversubscription, "distance_km": point.distance_km,
+                      "loss_rate": point.loss_rate})
+    used = sorted({b["gpu_type"] for b in buildings})
+    batch = point.sequences_per_node * point.gpus // NODE_GPUS
+    return {
+        "name": f"design-{point.model}-{point.buildings}b-{point.distance_km:g}km-os{point.oversubscription:g}-"
+                f"loss{point.loss_rate:g}-{'mixed' if point.mixed else 'uniform'}-s{point.seed}",
+        "description": f"design point: {point.label}; buildings {sizes} ({', '.join(used)})",
+        "model": model_specs()[point.model],
+        "training": {"seq_len": DESIGN_SEQ_LEN, "global_batch_sequences": batch, "precision": "bf16",
+                     "recompute": "selective"},
+        "gpu_types": {name: GPU_CHOICES[name].model_dump(mode="json") for name in used},
+        "topology": {"buildings": buildings, "links": links},
+    }
+
+
+def design_instance(point: DesignPoint) -> Instance:
+    """`design`, validated against the instance contract."""
+    return Instance.model_validate(design(point))

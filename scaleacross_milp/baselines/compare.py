@@ -20,7 +20,7 @@ def compare(instance: Instance, plan_tokens_per_s: float, time_limit_s: float | 
     rows = []
     for kind in Kind:
         if kind is Kind.exhaustive:
-            count, exact = count_layouts(instance)
+            count, exact = count_layouts(instance, LIMIT)
             if count > LIMIT:
                 rows.append(BaselineComparison(kind=kind.value, note=(
                     f"not run: {'at least ' if not exact else ''}{count:,} layouts, above the limit of {LIMIT:,}")))

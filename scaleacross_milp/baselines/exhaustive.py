@@ -8,16 +8,20 @@ The space (what the MILP searches):
   DP modes    milp.context.dp_variants (HSDP with every replica count r in 2..buildings dividing the cells)
   layer split every composition of L / g units into pp positive parts: C(L / g - 1, pp - 1)
   placement   every pp x K matrix of stage cells per building with row sums C = dp / ep and column sums within
-              each building's cells (floor(G_k / cell GPUs)); pipelines chained by verify.layout.chain (the
-              routes a layout without `pipelines` gets: each pipeline stays in its building where it can)
+              each building's cells (floor(G_k / cell GPUs))
+  routes      every way to chain those cells into pipelines: a multiset of C routes (building sequences
+              (k_0, ..., k_pp-1), one cell of each stage; a cell's ep pipelines follow one route) whose stage-j
+              counts are row j of the placement (`routings`); together, placement and routes are every multiset
+              of C routes with building k used at most its cells times over all stages and routes
   transports  every combination of each link's transports; a layout in one building uses no link and is replayed
               once (no byte crosses a link, so the transports cannot change its time)
 Memory-infeasible layouts (verify.layout.resolve) are counted but not replayed.
 
 Symmetry: when the instance has exactly two buildings whose specs are identical (the one link joins them, so their
-link sets are too), swapping them maps every layout to another of equal time; only the layout whose key is the
-smaller of the pair is replayed. Exact: for two buildings the replay's name-ordered choices (FSDP / HSDP shard
-groups laid out in name order, `chain`'s routes) are mirror images under the swap (tests check the times agree).
+link sets are too), swapping them maps every layout to another of equal time; of a placement and its mirror image
+only the smaller is replayed (with all its routes; a placement equal to its mirror keeps all its routes). Exact: for
+two buildings the replay's name-ordered choices (FSDP / HSDP shard groups laid out in name order) are mirror images
+under the swap (tests check the times agree).
 Three or more buildings are not pruned: a relabelling changes those orders non-isomorphically.
 
 The count is taken before any replay (`count_layouts`) and an instance above LIMIT is refused. One replay of a
@@ -29,10 +33,12 @@ in one process: with 2 shared cores, spawned workers do not pay.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from itertools import product
+from typing import TypeAlias
 
 from scaleacross_milp.baselines.pricing import priced, replay_s
 from scaleacross_milp.baselines.result import BaselineResult, Kind
@@ -42,7 +48,7 @@ from scaleacross_milp.milp.context import dp_variants
 from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
-from scaleacross_milp.spec.plan import Layout, Shape, StagePlacement
+from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 
@@ -54,6 +60,8 @@ COUNT_STATES = 200_000
 
 Cells = tuple[tuple[int, ...], ...]
 """Stage cells per (stage, building), buildings in instance order."""
+Routing: TypeAlias = tuple[tuple[tuple[int, ...], int], ...]
+"""(route, cells) pairs: a route is the building index of each stage so far."""
 
 
 @dataclass(frozen=True)
@@ -64,17 +72,19 @@ class Family:
     option: ScheduleOption
     variant: DPVariant
 
-    def layout(self, instance: Instance, split: tuple[int, ...], cells: Cells, transports: dict[str, Transport]
-               ) -> Layout:
+    def layout(self, instance: Instance, split: tuple[int, ...], cells: Cells, routing: Routing,
+               transports: dict[str, Transport]) -> Layout:
         names = [b.name for b in instance.topology.buildings]
         stages = [StagePlacement(stage=j, layers=n, cells_per_building={k: x for k, x in zip(names, row, strict=True)
                                                                         if x})
                   for j, (n, row) in enumerate(zip(split, cells, strict=True))]
+        routes = [PipelineRoute(buildings=[names[k] for k in route], pipelines=n * self.shape.ep)
+                  for route, n in sorted(routing)]
         hsdp = self.variant.mode is DPMode.hsdp
         return Layout(instance=instance.name, shape=self.shape, schedule=self.option.schedule,
                       interleave=self.option.chunks if self.option.schedule is Schedule.interleaved else 1,
                       dp_mode=self.variant.mode, hsdp_replicas=self.variant.replicas if hsdp else None,
-                      stages=stages, transports=transports)
+                      stages=stages, pipelines=routes, transports=transports)
 
 
 def families(instance: Instance) -> list[Family]:
@@ -138,6 +148,52 @@ def placement_count(pp: int, cells: int, caps: tuple[int, ...]) -> int:
                for row in rows(cells, caps))
 
 
+def routings(cells: Cells) -> Iterator[Routing]:
+    """Every multiset of routes through the stages whose stage-j counts per building are cells[j]: each route group
+    of the stages so far split over the next stage's buildings (`rows`), all of that stage's cells used."""
+    start = tuple(((k,), n) for k, n in enumerate(cells[0]) if n)
+    yield from _extend(start, cells[1:])
+
+
+def _extend(routing: Routing, rest: Cells) -> Iterator[Routing]:
+    if not rest:
+        yield routing
+        return
+    for extended in _split(routing, rest[0]):
+        yield from _extend(extended, rest[1:])
+
+
+def _split(routing: Routing, left: tuple[int, ...]) -> Iterator[Routing]:
+    """Each (route, n) of `routing` extended by n cells of the next stage, taking left[k] cells in building k."""
+    if not routing:
+        yield ()
+        return
+    (route, count), others = routing[0], routing[1:]
+    for row in rows(count, left):
+        rest = tuple(c - x for c, x in zip(left, row, strict=True))
+        for tail in _split(others, rest):
+            yield tuple((route + (k,), x) for k, x in enumerate(row) if x) + tail
+
+
+@cache
+def route_multisets(pp: int, cells: int, caps: tuple[int, ...]) -> int:
+    """Placements with their routes (sum over placements of len(routings)): multisets of `cells` routes in K^pp
+    with building k occurring at most caps[k] times over all routes and stages, counted by dynamic programming over
+    the K^pp routes (how many cells take each; state: cells left, room left per building, the caps clipped to
+    pp x cells)."""
+    states: Counter[tuple[int, tuple[int, ...]]] = Counter({(cells, tuple(min(c, pp * cells) for c in caps)): 1})
+    for route in product(range(len(caps)), repeat=pp):
+        uses = [route.count(k) for k in range(len(caps))]
+        following: Counter[tuple[int, tuple[int, ...]]] = Counter()
+        for (left, room_left), ways in states.items():
+            x = 0
+            while x <= left and all(x * u <= r for u, r in zip(uses, room_left, strict=True)):
+                following[left - x, tuple(r - x * u for u, r in zip(uses, room_left, strict=True))] += ways
+                x += 1
+        states = following
+    return sum(ways for (left, _), ways in states.items() if left == 0)
+
+
 @cache
 def row_count(total: int, caps: tuple[int, ...]) -> int:
     if len(caps) == 1:
@@ -151,22 +207,36 @@ def transport_choices(instance: Instance) -> list[dict[str, Transport]]:
     return [dict(zip(keys, combo, strict=True)) for combo in product(*(link.transports for link in links))]
 
 
-def count_layouts(instance: Instance) -> tuple[int, bool]:
-    """(layouts in the searched space, exact). Per family: C(L/g - 1, pp - 1) splits x placements x transport
-    combinations. When a family's placement count would need a large table (over COUNT_STATES rows), its lower
-    bound R^pp is used instead, R the rows within floor(room_k / pp) per building (any pp such rows fit), and the
-    count is marked inexact (at least)."""
+def count_layouts(instance: Instance, limit: int | None = None) -> tuple[int, bool]:
+    """(layouts in the searched space, exact). Per family: C(L/g - 1, pp - 1) splits x placements with their routes
+    (route_multisets) x transport combinations. When the route count would need a large table (states beyond
+    COUNT_STATES) the placement count stands in for it (every placement has at least one routing), and when that
+    too would, its lower bound R^pp, R the rows within floor(room_k / pp) per building (any pp such rows fit); the
+    count is then marked inexact (at least). With `limit`, routes are counted only when the placements alone stay
+    within it (else the placement count is returned, inexact: enough to refuse the space)."""
+    lower, exact = _count(instance, routes=False)
+    if limit is not None and lower > limit:
+        return lower, False
+    return _count(instance, routes=True)
+
+
+def _count(instance: Instance, routes: bool) -> tuple[int, bool]:
+    """count_layouts with routes counted (`routes`) or each placement counted once (inexact when it has several)."""
     layers, combos = instance.model_spec.layers, len(transport_choices(instance))
     total, exact = 0, True
     for family in families(instance):
         shape = family.shape
         caps = room(instance, shape.cell_gpus)
         split_count = math.comb(layers // family.option.layer_granularity - 1, shape.pp - 1)
-        if math.prod(min(c, shape.pp * shape.cells_per_stage) + 1 for c in caps) * shape.pp > COUNT_STATES:
+        states = math.prod(min(c, shape.pp * shape.cells_per_stage) + 1 for c in caps)
+        if routes and states * shape.cells_per_stage * len(caps) ** shape.pp <= COUNT_STATES:
+            fits = route_multisets(shape.pp, shape.cells_per_stage, caps)
+        elif states * shape.pp <= COUNT_STATES:
+            fits = placement_count(shape.pp, shape.cells_per_stage, caps)
+            exact = exact and (shape.pp == 1 or len(caps) == 1)
+        else:
             fits = row_count(shape.cells_per_stage, tuple(c // shape.pp for c in caps)) ** shape.pp
             exact = False
-        else:
-            fits = placement_count(shape.pp, shape.cells_per_stage, caps)
         total += split_count * fits * combos
     return total, exact
 
@@ -196,14 +266,15 @@ def layouts(instance: Instance) -> Iterator[Layout]:
             if not canonical(cells, swap):
                 continue
             used = {k for row in cells for k, x in enumerate(row) if x}
-            for split in splits(layers, shape.pp, family.option.layer_granularity):
-                for transports in choices if len(used) > 1 else choices[:1]:
-                    yield family.layout(instance, split, cells, transports)
+            for routing in routings(cells):
+                for split in splits(layers, shape.pp, family.option.layer_granularity):
+                    for transports in choices if len(used) > 1 else choices[:1]:
+                        yield family.layout(instance, split, cells, routing, transports)
 
 
 def exhaustive(instance: Instance, limit: int = LIMIT) -> BaselineResult:
     """The layout of least verified time over the whole searched space (InputError above `limit` layouts)."""
-    count, exact = count_layouts(instance)
+    count, exact = count_layouts(instance, limit)
     if count > limit:
         raise InputError(f"exhaustive: the searched space holds {'' if exact else 'at least '}{count:,} layouts, "
                          f"above the limit of {limit:,}; restrict search (pp_degrees, tp_degrees, cp_degrees, "

@@ -211,7 +211,10 @@ def price_lines(link: Link, transport: Transport, unit_subflows: int, most: int,
     grid = np.array(_unit_grid(max(1, most)), dtype=float)
     eff = np.array([link_efficiency(link, transport, int(n) * unit_subflows, subflow_cap_byte_s) for n in grid])
     floor = np.minimum(eff, np.append(eff[:1], eff[:-1]))
-    need = _concave_envelope(grid, grid / np.where(np.append(True, np.diff(grid) == 1), eff, floor))
+    # The envelope can fall at its end (a lossy go-back-N link whose goodput grows with its subflows); the running
+    # maximum is still an upper price, concave and non-decreasing, so every tangent reaches the point it starts at.
+    need = np.maximum.accumulate(
+        _concave_envelope(grid, grid / np.where(np.append(True, np.diff(grid) == 1), eff, floor)))
     slopes = np.maximum(0.0, np.diff(need) / np.diff(grid)) if len(grid) > 1 else np.zeros(0)
     slopes = np.append(slopes, slopes[-1:] if len(slopes) else need / grid)
     candidates = [PriceLine(float(b), float(max(0.0, np.max(need - b * grid)))) for b in slopes]

@@ -7,7 +7,15 @@ from itertools import islice
 import pytest
 
 from scaleacross_milp.baselines import Kind, baseline
-from scaleacross_milp.baselines.exhaustive import LIMIT, count_layouts, layouts, placement_count, placements
+from scaleacross_milp.baselines.exhaustive import (
+    LIMIT,
+    count_layouts,
+    layouts,
+    placement_count,
+    placements,
+    route_multisets,
+    routings,
+)
 from scaleacross_milp.baselines.pricing import replay_s
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout
@@ -19,12 +27,27 @@ def mirrored(layout: Layout) -> Layout:
     swap = {"A": "B", "B": "A"}
     stages = [stage.model_copy(update={"cells_per_building": {swap[k]: n for k, n in stage.cells_per_building.items()}})
               for stage in layout.stages]
-    return layout.model_copy(update={"stages": stages})
+    routes = [route.model_copy(update={"buildings": [swap[k] for k in route.buildings]})
+              for route in layout.pipelines or []]
+    return layout.model_copy(update={"stages": stages, "pipelines": routes or None})
 
 
 @pytest.mark.parametrize("pp, cells, caps", [(1, 3, (2, 2)), (2, 2, (3, 2)), (3, 2, (2, 2, 3))])
 def test_placement_count_matches_the_enumeration(pp, cells, caps):
     assert placement_count(pp, cells, caps) == len(list(placements(pp, cells, caps))) > 0
+
+
+def test_routings_of_two_split_stages_are_the_straight_and_the_crossed_pair():
+    """One cell of each stage in each building: both pipelines stay (A-A, B-B) or both cross (A-B, B-A)."""
+    assert sorted(routings(((1, 1), (1, 1)))) == [(((0, 0), 1), ((1, 1), 1)), (((0, 1), 1), ((1, 0), 1))]
+
+
+@pytest.mark.parametrize("pp, cells, caps", [(1, 3, (2, 2)), (2, 2, (3, 2)), (3, 2, (2, 2, 3)), (2, 4, (5, 4, 3))])
+def test_route_count_matches_the_enumeration(pp, cells, caps):
+    """route_multisets counts placements with their routes: (2, 2, (3, 2)) has 5 placements, and the one with a
+    cell of each stage in each building ((1, 1), (1, 1)) has two routings: 6."""
+    assert route_multisets(pp, cells, caps) == sum(len(list(routings(x))) for x in placements(pp, cells, caps))
+    assert route_multisets(2, 2, (3, 2)) == 6
 
 
 def test_exhaustive_finds_the_hand_checked_optimum(two_buildings):
@@ -61,7 +84,8 @@ def test_mirror_images_replay_alike(two_buildings):
 
 def test_a_large_space_is_refused_with_its_count(two_buildings):
     instance = two_buildings(64, 64, batch=32)
-    count, _ = count_layouts(instance)
-    assert count > LIMIT
-    with pytest.raises(InputError, match=f"{count:,} layouts, above the limit of {LIMIT:,}"):
+    count, exact = count_layouts(instance, LIMIT)
+    assert count > LIMIT and count_layouts(instance)[0] >= count
+    with pytest.raises(InputError, match=f"{'at least ' if not exact else ''}{count:,} layouts, above the limit of "
+                                         f"{LIMIT:,}"):
         baseline(instance, Kind.exhaustive)

@@ -91,3 +91,14 @@ def test_price_lines_bound_the_concave_time_from_above():
                                                                 (pytest.approx(1.25), pytest.approx(0.75))]
     assert network.price_lines(link(1), ECMP_SR, 8, 40) == (network.PriceLine(1.0, 0.0),)  # one path: no collisions
     assert len(network.price_lines(link(16), SPRAY, 8, 40)) == 1
+
+
+def test_price_lines_end_where_the_envelope_falls():
+    # 3,200 Gb/s, 1,000 km, loss 1e-3, one path, go-back-N, 4 queue pairs: the time of n units falls from n = 31
+    # (306.3) to n = 32 (271.7); the lines price the running maximum, so they end, and stay above every unit count.
+    link = Link(a="A", b="B", capacity_gbit_s=3200, distance_km=1000, loss_rate=1e-3, paths=1,
+                queue_pairs_per_connection=4, transports=["ecmp_go_back_n"])
+    lines = network.price_lines(link, Transport.ecmp_go_back_n, 4, 32, 50e9 / 4)
+    for n in range(1, 33):
+        time_n = n / network.link_efficiency(link, Transport.ecmp_go_back_n, 4 * n, 50e9 / 4)
+        assert min(line.intercept + line.slope * n for line in lines) >= time_n * (1 - 1e-9)
