@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from scaleacross_milp.generate import DesignPoint
+from scaleacross_milp.verify.verifier import TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("optimality", ROOT / "benchmarks" / "optimality.py")
@@ -42,3 +43,6 @@ def test_the_milp_reaches_the_exhaustive_optimum_across_both_buildings():
     assert values["layouts"] == layouts and 0 < values["replayed"] <= layouts
     assert values["optimum buildings"] == 2
     assert values["ratio"] <= 1.01
+    # The bound holds over MILP prices, which agree with replays within the verifier's tolerance (the property
+    # suite's bound property); the strict `bound <= optimum` column is reported by the benchmark, not assumed.
+    assert values["MILP bound s"] <= (1 + TOLERANCE) * values["exhaustive s"]
