@@ -8,7 +8,7 @@ sample of the layouts exhaustive enumeration walks (scaleacross_milp.baselines.e
 by the MILP with every decision fixed (scaleacross_milp.milp.price.price_layout) and by the replay. The difference
 is (MILP - replay) / replay. Printed: median, 90th percentile and worst |difference| per schedule, DP mode, link
 transport and layout pattern, the share of layout pairs both order the same way, and the worst layouts; every
-layout goes to the CSV.
+layout goes to the CSV with its JSON (for `scaleacross-milp evaluate`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def sample_rows(index: int, count: int, seed: int) -> list[dict[str, object]]:
         rows.append({"point": index, "layout": optimality.layout_label(layout),
                      "schedule": layout.schedule.value + (f" v{layout.interleave}" if layout.interleave > 1 else ""),
                      "dp_mode": layout.dp_mode.value, "transports": transports(layout), "pattern": pattern(layout),
-                     "milp_s": milp, "replay_s": replayed, "difference": (milp - replayed) / replayed})
+                     "milp_s": milp, "replay_s": replayed, "difference": (milp - replayed) / replayed,
+                     "layout_json": layout.model_dump_json(exclude_none=True)})
         if len(rows) == count:
             break
     return rows

@@ -66,6 +66,16 @@ class CrossPhases:
         return self.gather_phases * self.gather_bytes_per_grad_byte + self.reduce_phases
 
 
+def exchange_connections(cells_from: int, cells_to: int) -> int:
+    """GPU-to-GPU connections per DP group (one group per GPU position of a cell) that a DP exchange between two
+    buildings opens: the part of the state one building sends is split into equal slices over its `cells_from`
+    members and received in equal slices by the other's `cells_to` members, and every pair whose slices overlap
+    connects: cells_from + cells_to - gcd(cells_from, cells_to) >= max(cells_from, cells_to). The replay opens
+    these connections; the MILP prices a load as made of units of one cell's connections
+    (`milp.volumes.pipeline_unit_gb`), never more than these."""
+    return cells_from + cells_to - math.gcd(cells_from, cells_to)
+
+
 def dp_cross_phases(
     variant: DPVariant, microbatches: int, grad_bytes_per_param: float = 4.0, bytes_per_element: float = 2.0
 ) -> CrossPhases:

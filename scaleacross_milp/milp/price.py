@@ -10,6 +10,7 @@ the replay, it shows whether the optimiser ranks the layout as the verifier does
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from scaleacross_milp.costmodel.costs import DPVariant
@@ -38,7 +39,7 @@ def layout_flows(layout: Layout, wraps: bool) -> Counter[tuple[int, str, str]]:
     flows: Counter[tuple[int, str, str]] = Counter()
     for route in layout.pipelines:
         cells = route.pipelines // layout.shape.ep
-        hops = list(zip(route.buildings, route.buildings[1:]))
+        hops = list(itertools.pairwise(route.buildings))
         if wraps:
             hops.append((route.buildings[-1], route.buildings[0]))
         for b, (k, k2) in enumerate(hops):

@@ -145,7 +145,7 @@ class LinkLoad(Contract):
     transport: Transport
     pp_gbyte: NonNegativeFloat
     dp_gbyte: NonNegativeFloat
-    busy_s: NonNegativeFloat = Field(description="bytes / effective capacity (load balance x loss goodput)")
+    busy_s: NonNegativeFloat = Field(description="time the replay had traffic on this link direction")
     utilisation: NonNegativeFloat = Field(description="busy_s / iteration time")
 
 

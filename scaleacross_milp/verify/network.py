@@ -63,14 +63,6 @@ class LinkModel:
     resource: int
     pp_bytes: float = 0.0
     dp_bytes: float = 0.0
-    transfers: int = 0
-    subflows: int = 0
-
-    @property
-    def effective_byte_s(self) -> float:
-        """Capacity x link_efficiency at the mean subflows per transfer it carried (one if none)."""
-        mean = round(self.subflows / self.transfers) if self.transfers else 1
-        return self.link.capacity_byte_s * link_efficiency(self.link, self.transport, max(1, mean))
 
 
 @dataclass
@@ -93,10 +85,13 @@ class FluidNetwork:
     finishes: list[tuple[float, int, _Class]] = field(default_factory=list)
     """Heap of (finish, serial, class); an entry is stale once the class's finish differs from it."""
     serials: int = 0
+    busy_s: list[float] = field(default_factory=list)
+    """Per resource: the time it carried any class (measured, so never above the replay's makespan)."""
 
     def add_resource(self, capacity: float, goodput: Goodput | None = None) -> int:
         """A resource of raw `capacity`; `goodput` (if any) scales it by the subflows it carries at the time."""
         self.capacity.append(capacity)
+        self.busy_s.append(0.0)
         self.on.append({})
         self.load.append({})
         if goodput is not None:
@@ -135,6 +130,9 @@ class FluidNetwork:
         """Move time to t; return flows whose last class finished. A class finishes when at most EPS_BYTES or
         1e-12 s of its bytes are left: finish - t <= max(1e-12, EPS_BYTES / rate), which is below FINISH_SLACK_S
         at any rate above 1 kB/s, so only heap entries up to t + FINISH_SLACK_S are examined."""
+        for r, live in enumerate(self.on):
+            if live:
+                self.busy_s[r] += t - self.now
         self.now = t
         heap = self.finishes
         if not heap or heap[0][0] > t + FINISH_SLACK_S:
@@ -262,12 +260,8 @@ class Fabric:
                                                    for u, w in zip(hops, hops[1:], strict=False))
 
     def classes(self, src: str, dst: str, subflows: int) -> list[tuple[tuple[int, ...], int]]:
-        """The (resources, subflows) class of `subflows` connections src->dst: the route's link directions.
-        Counts the transfer and its subflows on each link."""
+        """The (resources, subflows) class of `subflows` connections src->dst: the route's link directions."""
         arcs = self.arcs[src, dst]
-        for arc in arcs:
-            self.links[arc].transfers += 1
-            self.links[arc].subflows += subflows
         return [(tuple(self.links[arc].resource for arc in arcs), subflows)]
 
     def record(self, src: str, dst: str, nbytes: float, kind: str) -> None:

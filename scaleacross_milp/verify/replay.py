@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import permutations
 
+from scaleacross_milp.costmodel.dp import exchange_connections
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.actions import Action
@@ -285,7 +286,8 @@ class _Builder:
             if src == dst or (src, dst) not in pull:
                 continue
             nbytes = stage.grad_bytes_per_cell * self.w.gather_ratio * pull[src, dst] * mine / cells[dst]
-            subflows, qp = self._subflows(src, dst, max(1, round(mine)) * shape.cell_gpus)
+            share = exchange_connections(cells[src], cells[dst]) * mine / cells[dst]
+            subflows, qp = self._subflows(src, dst, max(1, round(share)) * shape.cell_gpus)
             transfer = Transfer(src, dst, nbytes, subflows, self.w.rank(dst, rank).nic_byte_s / qp,
                                 self.fabric.latency_s[src, dst], "dp")
             node = self.g.add(XFER, 0.0, f"link {src}->{dst}", f"all-gather {a.stage} mb{a.microbatch}", "dp",
@@ -321,7 +323,7 @@ class _Builder:
             ends = []
             for s, t in permutations(cells, 2):
                 nbytes = grad * (phases[0] * cells[s] + phases[1] * cells[t]) / total
-                subflows, qp = self._subflows(s, t, min(cells[s], cells[t]) * shape.cell_gpus)
+                subflows, qp = self._subflows(s, t, exchange_connections(cells[s], cells[t]) * shape.cell_gpus)
                 transfer = Transfer(s, t, nbytes, subflows, self.w.rank(s, rank).nic_byte_s / qp, ring_latency, "dp")
                 node = self.g.add(XFER, 0.0, f"link {s}->{t}", f"DP sync stage {stage}", "dp", (join,))
                 self.g.transfer[node] = transfer

@@ -170,7 +170,7 @@ def _link_loads(run: ReplayResult, iteration_s: float) -> list[LinkLoad]:
             continue
         link = model.link
         a, b = (link.a, link.b) if direction == 1 else (link.b, link.a)
-        busy = total / model.effective_byte_s
+        busy = run.fabric.network.busy_s[model.resource]
         loads.append(LinkLoad(a=a, b=b, transport=model.transport, pp_gbyte=model.pp_bytes / 1e9,
                               dp_gbyte=model.dp_bytes / 1e9, busy_s=busy,
                               utilisation=busy / iteration_s if iteration_s > 0 else 0.0))

@@ -138,16 +138,21 @@ def test_a_route_over_two_links_is_one_class_on_both():
     fabric = Fabric(topo, {}, FluidNetwork())
     route = (fabric.links[0, 1].resource, fabric.links[1, 1].resource)
     assert fabric.classes("A", "C", 12) == [(route, 12)]
-    assert fabric.links[1, 1].subflows == 12 and fabric.links[1, -1].subflows == 0
 
 
-def test_reported_link_rate_is_the_shared_efficiency_at_the_connections_carried():
+def test_busy_time_is_the_time_a_resource_carries_traffic_not_its_bytes_over_a_lone_transfer_s_rate():
+    # Two transfers of 100 B at once on a 100 B/s resource end together at 2 s; after 3 idle seconds a third runs
+    # 1 s. The link was busy 3 s of 6, however many transfers or subflows it carried; the other resource 0 s.
     net = FluidNetwork()
-    fabric = Fabric(topology(8), {"A-B": Transport.ecmp_selective_repeat}, net)
-    fabric.classes("A", "B", 8)
-    fabric.classes("A", "B", 24)
-    model = fabric.links[0, 1]
-    assert model.effective_byte_s == pytest.approx(800e9 / 8 * link_efficiency(model.link, model.transport, 16))
+    link, idle = net.add_resource(100.0), net.add_resource(100.0)
+    net.add_flow(1, [((link,), 1)], 100.0, cap=1e9)
+    net.add_flow(2, [((link,), 1)], 100.0, cap=1e9)
+    assert run_to_end(net) == {1: pytest.approx(2.0), 2: pytest.approx(2.0)}
+    net.advance(5.0)
+    net.add_flow(3, [((link,), 1)], 100.0, cap=1e9)
+    assert run_to_end(net) == {3: pytest.approx(6.0)}
+    assert net.busy_s[link] == pytest.approx(3.0)
+    assert net.busy_s[idle] == 0.0
 
 
 def test_flows_started_in_either_order_finish_alike():

@@ -29,6 +29,8 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
 (T_f(L; u): that price in family f = pp, dp or dp0, u the unit of each load):
     xfer[a] >= T_pp(pp[a]; A chi_o)       one microbatch's sends      link_busy:  busy[a] >= m xfer[a] + bdp[a]
     bdp[a]  >= T_dp(dp[a]; S (G_v + Q_v) / D)                         the link carries one iteration's bytes
+    (S: the largest stage's gradient GB per cell, unit_stage_gb >= g n[j] + e_j (unit_stage): a DP unit is one
+    stage cell's exchange, so its GB follow that stage's own layers; stage 0's rows use S_0 = g n[0] + e_0)
     gxt[a]  >= T_dp(gxm[a]; S G_mb / D),   gcyc[a] >= xfer[a] + gxt[a] (link_gathers),  cycle >= gcyc[a]
                                   (link_cycle; cycle >= xfer[a] without FSDP)  ... and gathers, once per cycle
     Tpipe   >= m (xfer[l,+] + xfer[l,-]) + sum_j Cst[j]   under GPipe (gpipe_sends): its forward phase sends every
@@ -53,9 +55,10 @@ from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower
 from scaleacross_milp.milp.volumes import (
     GB,
     cross_volumes,
-    crossing_unit_gb,
-    dp_unit_gb,
+    dp_unit_share,
+    fixed_grad_gb,
     layer_grad_gb,
+    pipeline_unit_gb,
     timed_volumes,
 )
 from scaleacross_milp.spec.search import Schedule
@@ -124,8 +127,8 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         m.sel[f, i, d, t, k] for k in range(1, len(ctx.price_lines[i, t]))) <= m.z[i, t])
 
 
-def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, load, unit_gb: float,
-              most_gb: float, on=1.0, on_most: float = 1.0) -> list:
+def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, load, unit_gb,
+              most_gb: float, on=1.0, on_most: float = 1.0, unit_most: float | None = None) -> list:
     """lhs >= the time of `load` GB on arc (i, d), made of crossing units of at most `unit_gb` GB each, priced by
     line k of the chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
         lhs >= (a_k u on + b_k load) / c - M (1 - sel[f,i,d,t,k])                            k >= 1
@@ -133,14 +136,16 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
         lhs >= load / (c max_t eta[i,t])                                                     (choice-free floor)
     `on` (default 1, at most `on_most`) scales the intercept: a load that may be zero while the family's line is
     picked multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen
-    schedule by sum_o (c_o / c_max) u[o]. M: the largest line at `most_gb`."""
+    schedule by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers)
+    at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`."""
     i, d = arc
     link = ctx.routes.links[i]
     bare = GB / link.capacity_byte_s
     rows = [lhs >= load * bare / max(ctx.efficiency[i, t] for t in link.transports)]
     for t in link.transports:
         lines = ctx.price_lines[i, t]
-        big = bare * max(line.intercept * unit_gb * on_most + line.slope * most_gb for line in lines)
+        top = unit_gb if unit_most is None else unit_most
+        big = bare * max(line.intercept * top * on_most + line.slope * most_gb for line in lines)
         picked = [m.sel[family, i, d, t, k] for k in range(1, len(lines))]
         rows.append(lhs >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
         rows += [lhs >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
@@ -213,27 +218,36 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     add_rows(m, "dp_load", rows)
 
     add_line_choices(m, ctx)
-    pp_unit, dp_unit = crossing_unit_gb(ctx)
+    pp_unit = pipeline_unit_gb(ctx)
     crossings = [max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options]
     per_unit = sum(c / max(crossings) * m.u[o] for o, c in enumerate(crossings))  # the chosen option's A chi_o
     raw = [timed_volumes(ctx, v) for v in variants]
-    units = {"end": dp_unit_gb(ctx, [r[0] + cross_volumes(ctx, v)[1] for v, r in zip(variants, raw, strict=True)]),
-             "mb": dp_unit_gb(ctx, [r[1] for r in raw]), "first": dp_unit_gb(ctx, [r[2] for r in raw])}
+    shares = {"all": dp_unit_share(ctx, [sum(cross_volumes(ctx, v)) for v in variants]),
+              "end": dp_unit_share(ctx, [r[0] + cross_volumes(ctx, v)[1] for v, r in zip(variants, raw, strict=True)]),
+              "mb": dp_unit_share(ctx, [r[1] for r in raw]), "first": dp_unit_share(ctx, [r[2] for r in raw])}
+    g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    stage_gb_most = g * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
+    m.unit_stage_gb = pyo.Var(domain=pyo.NonNegativeReals, bounds=(0, stage_gb_most))
+    m.unit_stage = pyo.Constraint(m.J, rule=lambda m, j: m.unit_stage_gb >= g * m.n[j] + fixed_grad_gb(ctx, j))
+    first_stage_gb = g * m.n[0] + fixed_grad_gb(ctx, 0)
+
+    def dp_unit(share: str, stage_gb) -> tuple:
+        return shares[share] * stage_gb, shares[share] * stage_gb_most
     m.bdp = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     if streamed:
         m.gxt = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     rows = []
     for a in arcs:
-        times = [("pp", m.xfer[a], m.pp[a], pp_unit, bounds["pp_arc"], per_unit),
-                 ("dp", m.bdp[a], m.dp[a], dp_unit, bounds["dp_arc"]),
-                 ("dp", m.dpx, m.dpe[a], units["end"], bounds["dp_arc"]),
-                 ("dp0", m.dpx0, m.dpe0[a], units["end"], bounds["dp_arc"])]
+        times = [("pp", m.xfer[a], m.pp[a], (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
+                 ("dp", m.bdp[a], m.dp[a], dp_unit("all", m.unit_stage_gb), bounds["dp_arc"]),
+                 ("dp", m.dpx, m.dpe[a], dp_unit("end", m.unit_stage_gb), bounds["dp_arc"]),
+                 ("dp0", m.dpx0, m.dpe0[a], dp_unit("end", first_stage_gb), bounds["dp_arc"])]
         if streamed:
-            times.append(("dp", m.gxt[a], m.gxm[a], units["mb"], bounds["dp_arc"]))
+            times.append(("dp", m.gxt[a], m.gxm[a], dp_unit("mb", m.unit_stage_gb), bounds["dp_arc"]))
         if any(firsts):
-            times.append(("dp0", m.first_gather, m.gx1[a], units["first"], bounds["dp_arc"]))
-        for family, lhs, load, unit, most, *on in times:
-            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on)
+            times.append(("dp0", m.first_gather, m.gx1[a], dp_unit("first", first_stage_gb), bounds["dp_arc"]))
+        for family, lhs, load, (unit, unit_most), most, *on in times:
+            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on, unit_most=unit_most)
     add_rows(m, "link_time", rows)
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
     if streamed:
