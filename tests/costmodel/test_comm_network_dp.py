@@ -2,7 +2,7 @@ import pytest
 
 from scaleacross_milp.costmodel.comm import AlphaBetaModel, tp_comm
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.dp import IntraDPSync, chunk_sync_s, dp_cross_phases
+from scaleacross_milp.costmodel.dp import IntraDPSync, chunk_sync_s, dp_cross_phases, exchange_connections
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
@@ -59,3 +59,10 @@ def test_stage_dp_sync_is_one_collective_per_chunk_buffer_or_one_per_layer():
     moe = sync(DPMode.ddp, expert=3e8)
     assert chunk_sync_s([ddp, moe]) == pytest.approx(ddp.collective_s(2e8, 3e8))
     assert chunk_sync_s([fsdp, fsdp]) == pytest.approx(fsdp.stage_s(2))
+
+
+@pytest.mark.parametrize(("cells_from", "cells_to", "pairs"), [(1, 1, 1), (3, 1, 3), (1, 3, 3), (2, 4, 4), (2, 3, 4)])
+def test_a_dp_exchange_connects_every_pair_of_members_whose_slices_overlap(cells_from, cells_to, pairs):
+    # 2 slices against 3 over the same range: [0, 1/2) meets [0, 1/3) and [1/3, 2/3), [1/2, 1) meets [1/3, 2/3) and
+    # [2/3, 1): 4 pairs. Equal counts pair one to one; 2 against 4 pairs each half with its two quarters.
+    assert exchange_connections(cells_from, cells_to) == pairs
