@@ -13,9 +13,11 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pyomo.environ as pyo
+
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
-from scaleacross_milp.milp.context import shape_context
+from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, MILPStatus, solve_milp
 from scaleacross_milp.milp.routes import RouteTable, route_table
@@ -47,12 +49,12 @@ def layout_flows(layout: Layout, wraps: bool) -> Counter[tuple[int, str, str]]:
     return flows
 
 
-def price_layout(instance: Instance, layout: Layout, routes: RouteTable | None = None) -> float | None:
-    """The MILP's iteration time for `layout` (stages and pipelines given, a named schedule), or None when the
-    model cannot hold it (it fails the memory rows or a building's capacity)."""
+def fixed_layout_model(instance: Instance, layout: Layout,
+                       routes: RouteTable) -> tuple[ShapeContext, pyo.ConcreteModel]:
+    """The layout's shape model (built with only its schedule option and DP variant) with every decision it makes
+    fixed (module docstring)."""
     if layout.schedule is None or layout.stages is None or layout.pipelines is None:
         raise ValueError("price_layout needs a named schedule, stages and pipelines (a resolved layout)")
-    routes = routes or route_table(instance.topology)
     variant = DPVariant(layout.dp_mode, layout.hsdp_replicas or 1)
     ctx = shape_context(instance, layout.shape, routes, choices=([layout_option(layout)], [variant]))
     m = build_model(ctx)
@@ -74,5 +76,12 @@ def price_layout(instance: Instance, layout: Layout, routes: RouteTable | None =
         transport = chosen.get(f"{link.a}-{link.b}", link.transports[0])
         for t in link.transports:
             m.z[i, t].fix(1 if t == transport else 0)
+    return ctx, m
+
+
+def price_layout(instance: Instance, layout: Layout, routes: RouteTable | None = None) -> float | None:
+    """The MILP's iteration time for `layout` (stages and pipelines given, a named schedule), or None when the
+    model cannot hold it (it fails the memory rows or a building's capacity)."""
+    _, m = fixed_layout_model(instance, layout, routes or route_table(instance.topology))
     outcome = solve_milp(HighsModel(m), time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=1)
     return None if outcome.status is MILPStatus.infeasible else outcome.incumbent

@@ -3,10 +3,14 @@ time for a layout the optimiser did not choose."""
 
 from __future__ import annotations
 
+import pyomo.environ as pyo
 import pytest
 
 from scaleacross_milp.generate import DesignPoint, design_instance
-from scaleacross_milp.milp.price import price_layout
+from scaleacross_milp.milp.formulation.iteration import gathered_op_share
+from scaleacross_milp.milp.highs import HighsModel, solve_milp
+from scaleacross_milp.milp.price import fixed_layout_model, price_layout
+from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.verify.verifier import verify
 
@@ -41,3 +45,24 @@ def test_a_layout_without_placement_is_refused(solved_bundled):
     instance, plan = solved_bundled("dp-out-2b-far-llama3-8b")
     with pytest.raises(ValueError, match="stages and pipelines"):
         price_layout(instance, plan.model_copy(update={"stages": None, "pipelines": None}))
+
+
+def test_a_stage_split_across_buildings_waits_each_microbatch_for_its_gather_and_its_longest_op():
+    # FSDP stages of 2 and 30 layers, each with one cell per building over the far ECMP link: every F and backward of
+    # the 30-layer stage needs parameters from the other building, issued when the same op of the previous
+    # microbatch ended, so the cycle holds one pass of the link's gathers (half of gxt) plus that stage's backward.
+    instance = design_instance(DesignPoint("llama3-8b", 2, 1000.0, 2.0, 0.0, False, 64, seed=2,
+                                           sequences_per_node=16))
+    layout = Layout.model_validate({
+        "instance": instance.name, **UNEVEN_FSDP, "shape": {**UNEVEN_FSDP["shape"], "dp": 2, "microbatches": 64},
+        "stages": [{"stage": 0, "layers": 2, "cells_per_building": {"b0": 1, "b1": 1}},
+                   {"stage": 1, "layers": 30, "cells_per_building": {"b0": 1, "b1": 1}}],
+        "pipelines": [{"buildings": ["b0", "b0"], "pipelines": 1}, {"buildings": ["b1", "b1"], "pipelines": 1}]})
+    ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
+    assert solve_milp(HighsModel(m), time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    sigma = gathered_op_share(ctx, ctx.options[0])
+    layer = ctx.gpu("b0").layer
+    assert sigma == pytest.approx((layer.backward_input_s + layer.backward_weight_s) / layer.total_s)
+    one_pass = max(pyo.value(m.gxt[a]) for a in m.A) / 2
+    assert pyo.value(m.cycle) == pytest.approx(one_pass + sigma * pyo.value(m.Cst[1]), rel=1e-6)
+    assert pyo.value(m.cycle) > max(pyo.value(m.gcyc[a]) for a in m.A)  # the chain, not the link's load, binds

@@ -44,6 +44,13 @@ after B and B after F, split (ZB-H1, ZB-V) F after W and I after F, so per micro
 per layer (f, i, w: one layer's F, I, W on GPU type g; a = g[k,v], FSDP / HSDP only), and
     gather_wait[j] >= q_{g,v,o} n[j] - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o]),   cycle >= Cst[j] + gather_wait[j]
 (rows gather_wait_bound, gather_wait_cycle).
+Parameters a stage holds in another building cross the link before every F and I / B (FSDP, `traffic`: gxt[a], the
+link time of one microbatch's gathers on arc a, both passes). Such a gather is issued once the rank's op of the same
+kind for the previous microbatch has finished (the op two before) and nothing queues it behind the other gathers, so
+each op kind chains one gather and the op per microbatch: with sigma_o the largest share of a stage's time in an op
+that needs a gather (F, or the fused backward I + W; F or I when W is split off),
+    cycle >= gxt[a] / 2 + sigma_o Cst[j] - M (2 - y[j,s] - y[j,t]) - M (1 - u[o])     (cross_gather_wait)
+for every building pair (s, t) whose route s -> t crosses a (a: one pass's share of the link's gathers).
 """
 
 from __future__ import annotations
@@ -216,6 +223,30 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.gather_wait_cycle = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j] + m.gather_wait[j])
 
 
+def gathered_op_share(ctx: ShapeContext, option: ScheduleOption) -> float:
+    """sigma_o: the largest share of a stage's time in one op that waits on a parameter gather (docstring)."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
+    split = option.schedule in (Schedule.zb_h1, Schedule.zb_v)
+    return max(f, i if split else i + w) / layer.total_s
+
+
+def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Rows cross_gather_wait (module docstring); none without per-microbatch gathers (`traffic`: gxt)."""
+    if not hasattr(m, "gxt"):
+        return
+    options = list(m.O)
+    sigma = [gathered_op_share(ctx, ctx.options[o]) for o in options]
+    big = m.cycle.ub  # gxt / 2 + sigma Cst[j] <= 2 cycle, so the row is slack off its choice
+    rows = []
+    for a in m.A:
+        for s, t in ctx.routes.pairs_over(a):
+            for j in m.J:
+                rows += choice_lower_bounds(m.cycle - 0.5 * m.gxt[a] + big * (2 - m.y[j, s] - m.y[j, t]),
+                                            [(sigma, m.Cst[j])], m.u, options, big)
+    add_rows(m, "cross_gather_wait", rows)
+
+
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     types = ctx.costs.per_gpu_type
     add_intra_dp_sync(m, ctx)
@@ -228,6 +259,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     }, lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
     add_gather_waits(m, ctx)
+    add_cross_gather_waits(m, ctx)
     fastest = [ctx.gpu(k) for k in ctx.buildings]
     layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
