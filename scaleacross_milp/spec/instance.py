@@ -92,6 +92,25 @@ class Instance(Contract):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _prices_complete(self) -> Instance:
+        """Once a price, a cost objective or a budget is given, every building has a GPU-hour price (its own or its
+        type's): a plan's cost would otherwise leave the building's GPUs out."""
+        search, links = self.search, self.topology.links
+        why = ("search.objective is 'cost'" if search.objective.value == "cost"
+               else "search.max_cost_per_iteration is given" if search.max_cost_per_iteration is not None
+               else "prices are given" if any(b.gpu_hour_usd is not None for b in self.topology.buildings)
+               or any(g.gpu_hour_usd is not None for g in self.gpu_types.values())
+               or any(link.egress_usd_per_gb is not None for link in links) else None)
+        if why is None:
+            return self
+        for i, building in enumerate(self.topology.buildings):
+            if building.gpu_hour_usd is None and self.gpu_types[building.gpu_type].gpu_hour_usd is None:
+                raise ValueError(
+                    f"topology.buildings[{i}].gpu_hour_usd: building '{building.name}' has no GPU-hour price (nor "
+                    f"has gpu_types['{building.gpu_type}'].gpu_hour_usd); {why}, so every building needs one")
+        return self
+
     @property
     def model_spec(self) -> ModelSpec:
         if not isinstance(self.model, ModelSpec):
