@@ -188,7 +188,7 @@ class ShapeSearch:
         search.max_cost_per_iteration (R T above it)."""
         instance = self.screening.instance
         search = instance.search
-        if not (self.costed or search.max_cost_per_iteration or search.min_tokens_per_s):
+        if not priced_rows_needed(search):
             return time_s
         shape = self.candidates[i].shape
         own = time_s / shape.batch_factor(instance.training.batch_sequences)
@@ -469,7 +469,7 @@ def solve_instance(
 
     best, bound = search.best, search.bound
     if best is None:
-        if math.isinf(bound) and priced_rows_needed(instance):
+        if math.isinf(bound) and priced_rows_needed(instance.search):
             raise InfeasibleInstance(limits_infeasibility(instance))
         if math.isinf(bound):
             raise InfeasibleInstance(

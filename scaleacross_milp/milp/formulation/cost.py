@@ -26,15 +26,14 @@ import pyomo.environ as pyo
 from scaleacross_milp.costmodel.price import held_usd_per_s
 from scaleacross_milp.milp.bounds import held_rate_floor_usd_s
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.spec.search import Objective
+from scaleacross_milp.spec.search import Objective, SearchOptions
 
 CEILING_MARGIN = 2.0
 """Tmax is this multiple of the sum of the terms' ceilings: only the relaxation of held_cost weakens with it."""
 
 
-def priced_rows_needed(ctx: ShapeContext) -> bool:
+def priced_rows_needed(search: SearchOptions) -> bool:
     """Whether the model needs the cost rows: a cost objective, a budget or a throughput floor."""
-    search = ctx.instance.search
     return (search.objective is Objective.cost or search.max_cost_per_iteration is not None
             or search.min_tokens_per_s is not None)
 
@@ -96,7 +95,7 @@ def add_cost(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) 
 
 def add_objective(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
     """The cost rows when the search needs them (`priced_rows_needed`), and the objective: minimise T or cost."""
-    if priced_rows_needed(ctx):
+    if priced_rows_needed(ctx.instance.search):
         add_cost(m, ctx, bounds)
     cost = ctx.instance.search.objective is Objective.cost
     m.objective = pyo.Objective(expr=m.cost if cost else m.T, sense=pyo.minimize)
