@@ -170,7 +170,7 @@ def solve(
     check_outputs([output, trace, plot], [instance], force)
     spec = load_or_exit(instance)
     try:
-        with LiveProgress(enabled=not quiet) as progress:
+        with LiveProgress(enabled=not quiet, cost=spec.search.objective.value == "cost") as progress:
             plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads, progress=progress)
     except InputError as exc:
         raise fail(f"{instance}: infeasible: {exc}") from None
