@@ -33,7 +33,7 @@ def plan_columns(result: ScenarioResult) -> dict[str, Any]:
     time = verified if verified is not None else plan.prediction.iteration_s
     predicted_cost = plan.prediction.cost
     verified_cost = plan.verification.cost if plan.verification else None
-    cost = verified_cost or predicted_cost
+    cost = verified_cost if verified_cost is not None else predicted_cost
     return {
         "shape": plan.shape.label(), "tp": plan.shape.tp, "cp": plan.shape.cp, "ep": plan.shape.ep,
         "pp": plan.shape.pp, "dp": plan.shape.dp, "schedule": schedule_label(plan), "dp_mode": dp_mode_label(plan),
