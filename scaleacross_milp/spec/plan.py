@@ -236,6 +236,9 @@ class IdleCause(str, Enum):
     compute longer than the plan's pipelines do."""
     link = "link"
     """Reaching the building costs link time the optimiser found not worth it (figures in the detail)."""
+    price = "price"
+    """Holding the building's GPUs costs more than the search allowed: it minimised cost, or their price at the
+    plan's time alone would break search.max_cost_per_iteration."""
     slower = "slower"
     """A larger DP degree fits these GPUs but was not faster."""
 

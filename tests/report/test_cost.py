@@ -9,9 +9,10 @@ import pytest
 from rich.console import Console
 
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.report.attach import attach_verification
+from scaleacross_milp.report.attach import attach_usage, attach_verification
 from scaleacross_milp.report.summary import render_plan, usd
 from scaleacross_milp.report.verification import render_verification
+from scaleacross_milp.spec.plan import IdleCause
 from tests.pricing import EGRESS_USD, FAR_USD, NEAR_USD, priced_halls
 
 
@@ -41,3 +42,21 @@ def test_the_replay_is_priced_at_its_own_time_and_link_loads(small_instance):
 
 def test_dollars_print_with_cents_or_four_significant_digits():
     assert usd(1234.567) == "$1,234.57" and usd(0.0115976) == "$0.0116" and usd(None) == "n/a"
+
+
+@pytest.mark.parametrize("search", [{"objective": "cost"}, {"max_cost_per_iteration": 0.03}])
+def test_a_hall_left_out_at_its_price_is_idle_for_price(small_instance, search):
+    # the cheapest plan (and the fastest within $0.03, which both halls break: 32 GPUs at $2 and $6 an hour for
+    # the near hall's 1.3 s alone cost $0.029 before egress) holds the near hall only
+    instance = priced_halls(small_instance, **search)
+    plan = attach_usage(instance, solve_instance(instance))
+    t = plan.prediction.iteration_s
+    [idle] = plan.usage.idle
+    assert idle.cause is IdleCause.price and idle.buildings == ["far"] and idle.gpus == 16
+    extra = 16 * FAR_USD / 3600 * t
+    if "objective" in search:
+        assert f"16 GPUs at $6/GPU-hour adds {usd(extra)} per iteration" in idle.detail
+    else:
+        both = 16 * (NEAR_USD + FAR_USD) / 3600 * t
+        assert both > 0.03
+        assert f"would cost {usd(both)} before egress, over search.max_cost_per_iteration" in idle.detail
