@@ -469,7 +469,7 @@ def solve_instance(
 
     best, bound = search.best, search.bound
     if best is None:
-        if math.isinf(bound) and priced_rows_needed(instance.search):
+        if math.isinf(bound) and (instance.search.max_cost_per_iteration or instance.search.min_tokens_per_s):
             raise InfeasibleInstance(limits_infeasibility(instance))
         if math.isinf(bound):
             raise InfeasibleInstance(
@@ -477,7 +477,8 @@ def solve_instance(
                 "divisibility together"
             )
         raise NoPlanFound(
-            f"no feasible layout found within the {limit:g} s time limit (best bound {bound:.3f} s); "
+            f"no feasible layout found within the {limit:g} s time limit (best bound "
+            f"{f'${bound:.4g}' if search.costed else f'{bound:.3f} s'}); "
             f"raise --time-limit"
         )
     highs, ctx = best.model, best.ctx
