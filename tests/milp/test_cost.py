@@ -73,10 +73,13 @@ def test_cost_under_a_throughput_floor_meets_it(solve):
     assert plan.solve.bound_usd <= plan.solve.incumbent_usd + 1e-12 and plan.solve.status == "optimal"
 
 
-def test_a_budget_no_layout_meets_is_infeasible_naming_the_field(solve):
-    # the cheapest plan costs about $0.0116 per iteration
-    with pytest.raises(InfeasibleInstance, match=r"search.max_cost_per_iteration \(\$0.001/iteration\)"):
-        solve(max_cost_per_iteration=0.001)
+@pytest.mark.parametrize(("search", "named"), [
+    ({"max_cost_per_iteration": 0.001}, r"search.max_cost_per_iteration \(\$0.001/iteration\)"),
+    ({"objective": "cost", "min_tokens_per_s": 1e9}, r"search.min_tokens_per_s \(1,000,000,000 tokens/s\)")])
+def test_a_limit_no_layout_meets_is_infeasible_naming_the_field(solve, search, named):
+    # the cheapest plan costs about $0.0116 per iteration; the fastest runs about 170,000 tokens/s
+    with pytest.raises(InfeasibleInstance, match=named):
+        solve(**search)
 
 
 def test_held_rate_floor_is_the_cheapest_cover_of_the_shape_cells(small_instance):
