@@ -44,14 +44,16 @@ def seconds(value: float | None) -> str:
 
 
 def usd(value: float | None) -> str:
-    """Dollars: cents from $100 up, four significant digits below; `n/a` for None."""
+    """Dollars: cents from $100 up, four significant digits below, `$0` for nothing; `n/a` for None."""
     if value is None:
         return "n/a"
-    return f"${value:,.2f}" if abs(value) >= 100 else f"${value:.4g}"
+    if value == 0:
+        return "$0"
+    return f"${value:,.2f}" if abs(value) >= 100 else f"${value:#.4g}"
 
 
 def cost_line(cost: Cost, label: str) -> str:
-    """`Cost (predicted): $0.0116/iteration, $0.08848/M tokens (16 GPUs held for 1.305 s: $0.0116; egress 0 GB:
+    """`Cost (predicted): $0.2307/iteration, $0.05501/M tokens (128 GPUs held for 3.244 s: $0.2307; egress 0.0 GB:
     $0)`."""
     return (f"Cost ({label}): {usd(cost.usd_per_iteration)}/iteration, {usd(cost.usd_per_million_tokens)}/M tokens "
             f"({cost.held_gpus:,} GPUs held for {seconds(cost.iteration_s)}: {usd(cost.gpu_usd)}; egress "

@@ -233,7 +233,7 @@ def _price_idle(instance: Instance, resolved: ResolvedLayout, building: Building
     if solve is None or iteration_s is None or not priced(instance):
         return None
     extra = held_usd_per_s(instance, building.name) * iteration_s
-    rate = f"{building.gpus:,} GPUs at {usd(gpu_hour_usd(instance, building.name))}/GPU-hour"
+    rate = f"{building.gpus:,} GPUs at ${gpu_hour_usd(instance, building.name):g}/GPU-hour"
     if solve.objective is Objective.cost:
         why = f"the search minimised cost (search.objective 'cost'): holding its {rate} adds {usd(extra)}"
     elif search.max_cost_per_iteration is not None:

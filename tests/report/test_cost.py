@@ -41,7 +41,8 @@ def test_the_replay_is_priced_at_its_own_time_and_link_loads(small_instance):
 
 
 def test_dollars_print_with_cents_or_four_significant_digits():
-    assert usd(1234.567) == "$1,234.57" and usd(0.0115976) == "$0.0116" and usd(None) == "n/a"
+    assert usd(1234.567) == "$1,234.57" and usd(0.0115976) == "$0.01160" and usd(0.231) == "$0.2310"
+    assert usd(0.0) == "$0" and usd(None) == "n/a"
 
 
 @pytest.mark.parametrize("search", [{"objective": "cost"}, {"max_cost_per_iteration": 0.03}])
