@@ -3,10 +3,15 @@ expensive far one (tests/pricing.py), with the costs checked by hand."""
 
 from __future__ import annotations
 
+import math
+import time
+
 import pytest
 
 from scaleacross_milp.milp.bounds import held_rate_floor_usd_s
-from scaleacross_milp.milp.solve import InfeasibleInstance, solve_instance
+from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.milp.screen import screen
+from scaleacross_milp.milp.solve import InfeasibleInstance, ShapeSearch, solve_instance
 from scaleacross_milp.spec.plan import Plan, Shape
 from scaleacross_milp.spec.search import Objective
 from tests.pricing import EGRESS_USD, FAR_USD, NEAR_USD, priced_halls
@@ -93,3 +98,26 @@ def test_held_rate_floor_is_the_cheapest_cover_of_the_shape_cells(small_instance
     assert held_rate_floor_usd_s(instance, four_cells, ["near", "far"]) == pytest.approx(near + far)
     assert held_rate_floor_usd_s(instance, two_cells, ["far"]) == pytest.approx(far)
     assert held_rate_floor_usd_s(instance, eight_cells, ["near", "far"]) == float("inf")
+
+
+def test_the_search_bounds_a_shapes_cost_by_its_time_bound_at_the_cheapest_held_rate(small_instance):
+    # Each shape's first bound is its compute floor t (per requested batch); under the cost objective it becomes
+    # t x R (R: held_rate_floor_usd_s), and a budget prunes the shapes whose own iteration, at least t long, costs
+    # more than it at rate R.
+    def search(**options) -> ShapeSearch:
+        instance = priced_halls(small_instance, **options)
+        start = time.perf_counter()
+        return ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 0.0, 1)
+
+    timed, costed = search(), search(objective="cost")
+    budget = 0.02
+    budgeted = search(max_cost_per_iteration=budget)
+    instance = budgeted.screening.instance
+    assert [c.shape for c in costed.candidates] == [c.shape for c in timed.candidates]
+    for i, candidate in enumerate(costed.candidates):
+        rate = held_rate_floor_usd_s(instance, candidate.shape, ["near", "far"])
+        own = candidate.floor_s / candidate.shape.batch_factor(16)
+        assert timed.bounds[i] == candidate.floor_s
+        assert costed.bounds[i] == pytest.approx(candidate.floor_s * rate, rel=1e-12)
+        assert math.isinf(budgeted.bounds[i]) == (rate * own > budget)
+    assert any(math.isinf(b) for b in budgeted.bounds) and not all(math.isinf(b) for b in budgeted.bounds)

@@ -15,8 +15,8 @@ per microbatch, dp per iteration), priced at e_l $/GB:
 Rows the search options add (`search`):
     cost <= max_cost_per_iteration                                                     (cost_budget)
     T    <= B_run seq_len / min_tokens_per_s                                           (throughput)
-Objective: minimise T (`time`) or cost (`cost`). The loads and T are lower-bounded epigraph variables: at an optimum
-of either objective they sit at their least values, so cost is the plan's cost.
+Objective: minimise T (`time`) or cost (`cost`). The loads and T are lower-bounded epigraph variables: minimising
+cost puts them at their least values, and `highs.polish` does under the time objective, so cost is the plan's.
 """
 
 from __future__ import annotations
