@@ -23,7 +23,7 @@ def attach_usage(spec: Instance, plan: Plan) -> Plan:
 
 def attach_verification(spec: Instance, layout: Layout, base_dir: Path) -> tuple[Layout, Verification, ReplayResult]:
     """Replay `layout` (verify.verifier.verify, looked up when called): the layout with the verification attached
-    when it is a Plan, the verification (with its `verified_cost`) and the replay's records; InputError or
+    when it is a Plan, the verification (priced by `verified_cost`) and the replay's records; InputError or
     replay.DeadlockError when it cannot be replayed."""
     verification, run = verifier.verify(spec, layout, base_dir)
     verification = verified_cost(spec, layout, base_dir, verification)
