@@ -33,6 +33,7 @@ from scaleacross_milp.report.verification import render_verification
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import FileProblems, InputError, error_lines, read_json, validate_json
 from scaleacross_milp.spec.plan import Layout, Plan, Verification
+from scaleacross_milp.spec.search import Objective
 
 if TYPE_CHECKING:
     from scaleacross_milp.verify.layout import ResolvedLayout
@@ -170,7 +171,7 @@ def solve(
     check_outputs([output, trace, plot], [instance], force)
     spec = load_or_exit(instance)
     try:
-        with LiveProgress(enabled=not quiet) as progress:
+        with LiveProgress(enabled=not quiet, cost=spec.search.objective is Objective.cost) as progress:
             plan = solve_instance(spec, time_limit_s=time_limit, rel_gap=gap, threads=threads, progress=progress)
     except InputError as exc:
         raise fail(f"{instance}: infeasible: {exc}") from None

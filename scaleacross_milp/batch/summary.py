@@ -14,11 +14,14 @@ from scaleacross_milp.spec.plan import dp_mode_label, schedule_label
 SUMMARY_CSV, SUMMARY_PARQUET = "summary.csv", "summary.parquet"
 RESULT_COLUMNS = (
     "status", "reason", "shape", "tp", "cp", "ep", "pp", "dp", "schedule", "dp_mode", "pattern",
-    "predicted_iteration_s", "verified_iteration_s", "tokens_per_s", "mfu", "best_bound_s", "rel_gap",
-    "solve_wall_s", "attempts", "wall_s", "worker_rss_mib",
+    "predicted_iteration_s", "verified_iteration_s", "tokens_per_s", "mfu", "predicted_usd_per_iteration",
+    "verified_usd_per_iteration", "usd_per_m_tokens", "held_gpus", "objective", "best_bound_s", "best_bound_usd",
+    "rel_gap", "solve_wall_s", "attempts", "wall_s", "worker_rss_mib",
 )
-"""Columns after `id` and the axes. tokens_per_s and mfu are at the verified time (the predicted one when there is
-no replay); the times are seconds per iteration, solve_wall_s and wall_s seconds, worker_rss_mib MiB."""
+"""Columns after `id` and the axes. tokens_per_s, mfu and usd_per_m_tokens are at the verified time (the predicted
+one when there is no replay); the times are seconds per iteration, the costs $ per iteration (Prediction.cost and
+Verification.cost; empty without prices) and $ per million tokens, best_bound_s / best_bound_usd the bound of the
+objective the search minimised (rel_gap is on it), solve_wall_s and wall_s seconds, worker_rss_mib MiB."""
 
 
 def plan_columns(result: ScenarioResult) -> dict[str, Any]:
@@ -28,6 +31,9 @@ def plan_columns(result: ScenarioResult) -> dict[str, Any]:
         return {}
     verified = plan.verification.iteration_s if plan.verification else None
     time = verified if verified is not None else plan.prediction.iteration_s
+    predicted_cost = plan.prediction.cost
+    verified_cost = plan.verification.cost if plan.verification else None
+    cost = verified_cost if verified_cost is not None else predicted_cost
     return {
         "shape": plan.shape.label(), "tp": plan.shape.tp, "cp": plan.shape.cp, "ep": plan.shape.ep,
         "pp": plan.shape.pp, "dp": plan.shape.dp, "schedule": schedule_label(plan), "dp_mode": dp_mode_label(plan),
@@ -35,7 +41,12 @@ def plan_columns(result: ScenarioResult) -> dict[str, Any]:
         "predicted_iteration_s": plan.prediction.iteration_s, "verified_iteration_s": verified,
         "tokens_per_s": plan.prediction.tokens_per_s * plan.prediction.iteration_s / time,
         "mfu": plan.prediction.mfu * plan.prediction.iteration_s / time,  # same FLOPs and GPUs: MFU ~ 1 / time
-        "best_bound_s": plan.solve.bound_s, "rel_gap": plan.solve.rel_gap, "solve_wall_s": plan.solve.wall_s,
+        "predicted_usd_per_iteration": predicted_cost.usd_per_iteration if predicted_cost else None,
+        "verified_usd_per_iteration": verified_cost.usd_per_iteration if verified_cost else None,
+        "usd_per_m_tokens": cost.usd_per_million_tokens if cost else None,
+        "held_gpus": cost.held_gpus if cost else None, "objective": plan.solve.objective.value,
+        "best_bound_s": plan.solve.bound_s, "best_bound_usd": plan.solve.bound_usd, "rel_gap": plan.solve.rel_gap,
+        "solve_wall_s": plan.solve.wall_s,
     }
 
 

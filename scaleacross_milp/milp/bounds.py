@@ -25,9 +25,11 @@ import math
 import numpy as np
 
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.price import held_usd_per_s
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
 from scaleacross_milp.milp.volumes import GB, cross_volumes, gather_passes, stage_grad_gb, timed_volumes
+from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 
@@ -389,3 +391,23 @@ def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, b
     m c + beta_o max(0, S - c) >= S (m + beta_o (p - 1)) / p at c >= S / p (m >= beta_o) with S >= L tau_min + e_min,
     so a valid bound for a shape not yet priced (it reads only per-cell costs)."""
     return (layers * layer_s + fixed_s) * (shape.microbatches + bubble * (shape.pp - 1)) / shape.pp
+
+
+def held_rate_floor_usd_s(instance: Instance, shape: Shape, buildings: list[str]) -> float:
+    """R: no placement of `shape` on `buildings` holds GPUs for less than R $/s (infinite when they cannot hold it).
+
+    Its p D stage cells need buildings whose rooms floor(G_b / c) sum to at least p D, and holding building b costs
+    r_b = G_b p_b / 3600 (`costmodel.price.held_usd_per_s`). Every such cover costs at least the fractional cover
+    (cheapest r_b per cell of room first, the last building in part: the covering knapsack's LP relaxation) and at
+    least its cheapest member, min r_b over the buildings with room. The cost of one of the shape's iterations is at
+    least R times its time, so R x a time bound is a cost bound."""
+    rooms = [(held_usd_per_s(instance, k), instance.topology.building(k).gpus // shape.cell_gpus) for k in buildings]
+    rooms = sorted(((rate, room) for rate, room in rooms if room > 0), key=lambda item: item[0] / item[1])
+    need, fractional = shape.pp * shape.cells_per_stage, 0.0
+    for rate, room in rooms:
+        take = min(room, need)
+        fractional += rate * take / room
+        need -= take
+        if need == 0:
+            return max(fractional, min(rate for rate, _ in rooms))
+    return math.inf

@@ -2,7 +2,10 @@
 
 The reported bound is min over all shapes of (the shape's MILP bound, or its analytical lower bound when it was
 pruned or not reached), so it holds over the whole searched space; shapes that cannot fit in memory or in the
-buildings are excluded by necessary conditions, never by guesses.
+buildings are excluded by necessary conditions, never by guesses. Under search.objective `cost` the bounds are on
+the cost per requested batch: a shape's time bound times the least rate at which it can hold GPUs
+(`bounds.held_rate_floor_usd_s`), or its MILP's cost bound; a budget or a throughput floor prunes a shape whose time
+bound already breaks it (`ShapeSearch.lift`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
+from scaleacross_milp.costmodel.price import held_usd_per_s, iteration_cost, priced
+from scaleacross_milp.milp.bounds import first_stage_lower_bound_s, held_rate_floor_usd_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restriction
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
@@ -26,6 +31,7 @@ from scaleacross_milp.milp.shapes import per_requested
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
+from scaleacross_milp.spec.search import Objective
 
 PATTERN_NODES = 200
 """Branch-and-bound nodes of one pattern solve: with the placement fixed the MILP is small and most close at the
@@ -99,7 +105,8 @@ class Incumbent:
     on the same model, with other patterns fixed, overwrite the values it holds)."""
 
     objective: float
-    """T x B_requested / B_run (`per_requested`): comparable across shapes that run different batches."""
+    """T (or the iteration's cost under search.objective `cost`) x B_requested / B_run (`per_requested`): comparable
+    across shapes that run different batches."""
     index: int
     model: HighsModel
     ctx: ShapeContext
@@ -148,6 +155,10 @@ class ShapeSearch:
     threads: int | None
     best: Incumbent | None = None
     bounds: list[float] = field(init=False)
+    """Each shape's bound on the objective per requested batch (`lift`)."""
+    floors: list[float] = field(init=False)
+    """Each shape's time bound per requested batch, what its model's shape_floor row takes under the cost
+    objective (`floor_s`)."""
     sharpened: set[int] = field(default_factory=set)
     closed: set[int] = field(default_factory=set)
     patterns_tried: set[int] = field(default_factory=set)
@@ -163,7 +174,40 @@ class ShapeSearch:
     phase: Phase = Phase.patterns
 
     def __post_init__(self) -> None:
-        self.bounds = [candidate.floor_s for candidate in self.candidates]
+        self.floors = [candidate.floor_s for candidate in self.candidates]
+        self.bounds = [self.lift(i, candidate.floor_s) for i, candidate in enumerate(self.candidates)]
+
+    @property
+    def costed(self) -> bool:
+        return self.screening.instance.search.objective is Objective.cost
+
+    def lift(self, i: int, time_s: float) -> float:
+        """Shape i's bound on the objective from a bound `time_s` on its time per requested batch: `time_s` itself,
+        or time_s R under the cost objective (R: `bounds.held_rate_floor_usd_s`); infinite when its own iteration,
+        at least T = time_s B_run / B_requested long, misses search.min_tokens_per_s (B_run seq_len / T below it) or
+        search.max_cost_per_iteration (R T above it)."""
+        instance = self.screening.instance
+        search = instance.search
+        if not priced_rows_needed(search):
+            return time_s
+        shape = self.candidates[i].shape
+        own = time_s / shape.batch_factor(instance.training.batch_sequences)
+        rate = held_rate_floor_usd_s(instance, shape, self.screening.routes.buildings)
+        tokens = shape.batch_sequences * instance.training.seq_len
+        if (search.min_tokens_per_s and tokens < search.min_tokens_per_s * own) or (
+                search.max_cost_per_iteration and rate * own > search.max_cost_per_iteration):
+            return math.inf
+        return time_s * rate if self.costed else time_s
+
+    def raise_time_bound(self, i: int, time_s: float) -> None:
+        """Shape i's time bound rises to `time_s` (per requested batch), its objective bound to `lift` of it."""
+        self.floors[i] = max(self.floors[i], time_s)
+        self.bounds[i] = max(self.bounds[i], self.lift(i, time_s))
+
+    def floor_s(self, i: int) -> float:
+        """Shape i's time bound per requested batch for its model's shape_floor row: `bounds` (time, or an earlier
+        solve's bound) under the time objective, `floors` under the cost objective."""
+        return self.floors[i] if self.costed else self.bounds[i]
 
     @property
     def candidates(self) -> list[Candidate]:
@@ -189,7 +233,11 @@ class ShapeSearch:
     def bound(self) -> float:
         """The bound over the whole searched space so far: the least over the shapes' bounds, the unscreened
         shapes' floor and the incumbent."""
-        return min(min(self.bounds, default=math.inf), self.screening.unscreened_bound_s, self.incumbent)
+        unscreened = self.screening.unscreened_bound_s
+        if self.costed and not math.isinf(unscreened):  # every layout holds at least one whole building
+            instance = self.screening.instance
+            unscreened *= min(held_usd_per_s(instance, b.name) for b in instance.topology.buildings)
+        return min(min(self.bounds, default=math.inf), unscreened, self.incumbent)
 
     def report(self, phase: Phase | None = None) -> None:
         """Tell `progress` where the search is (entering `phase` when given)."""
@@ -229,7 +277,7 @@ class ShapeSearch:
                 self.price(i)
             else:
                 ctx = self.ctx(i)
-                self.bounds[i] = max(self.bounds[i], first_stage_lower_bound_s(ctx, ctx.pairs) * per_requested(ctx))
+                self.raise_time_bound(i, first_stage_lower_bound_s(ctx, ctx.pairs) * per_requested(ctx))
                 self.sharpened.add(i)
             heapq.heappush(queue, (*self.key(i), i))
 
@@ -237,7 +285,7 @@ class ShapeSearch:
         """Price shape i; its bound rises to its screening bound."""
         candidate = self.candidates[i]
         self.screening.context(candidate)
-        self.bounds[i] = max(self.bounds[i], candidate.bound_s)
+        self.raise_time_bound(i, candidate.bound_s)
 
     def affordable(self, i: int) -> bool:
         """Whether shape i's model can still be built and translated before the limit: always while there is no
@@ -253,7 +301,7 @@ class ShapeSearch:
         incumbent's)."""
         if i not in self.models:
             built = time.perf_counter()
-            self.models[i] = HighsModel(build_model(self.ctx(i), self.bounds[i] / per_requested(self.ctx(i))))
+            self.models[i] = HighsModel(build_model(self.ctx(i), self.floor_s(i) / per_requested(self.ctx(i))))
             took = time.perf_counter() - built
             self.build_s += took
             self.model_build_s += took
@@ -291,7 +339,7 @@ class ShapeSearch:
             return
         sub = replace(ctx, routes=ctx.routes.among(buildings))
         built = time.perf_counter()
-        model = HighsModel(build_model(sub, self.bounds[i] / per_requested(sub)))
+        model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
         took = time.perf_counter() - built
         self.build_s += took
         self.model_build_s += took
@@ -421,27 +469,51 @@ def solve_instance(
 
     best, bound = search.best, search.bound
     if best is None:
+        if math.isinf(bound) and (instance.search.max_cost_per_iteration or instance.search.min_tokens_per_s):
+            raise InfeasibleInstance(limits_infeasibility(instance))
         if math.isinf(bound):
             raise InfeasibleInstance(
                 "placement: no shape admits a placement satisfying memory, building capacity and layer "
                 "divisibility together"
             )
         raise NoPlanFound(
-            f"no feasible layout found within the {limit:g} s time limit (best bound {bound:.3f} s); "
+            f"no feasible layout found within the {limit:g} s time limit (best bound "
+            f"{f'${bound:.4g}' if search.costed else f'{bound:.3f} s'}); "
             f"raise --time-limit"
         )
     highs, ctx = best.model, best.ctx
     model = highs.model
     search.report(Phase.polish)
     restore(model, best.values)
-    incumbent, bound = polish(highs, model.T, threads), bound / per_requested(ctx)
+    incumbent, bound = polish(highs, model.objective.expr, threads), bound / per_requested(ctx)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
+    figures = {"incumbent_s": incumbent, "bound_s": bound} if not search.costed else {
+        "incumbent_s": model.T.value, "bound_s": None, "incumbent_usd": incumbent, "bound_usd": bound}
     stats = SolveStats(
         status="optimal" if rel <= gap + 1e-9 else "time limit" if (
             search.out_of_time or screening.unscreened or wall >= limit) else "gap open",
-        incumbent_s=incumbent, bound_s=bound, rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
+        rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
         solver_s=search.solver_s, shapes_total=screening.total, shapes_solved=len(search.closed),
         shapes_pruned=len(screening.candidates) - len(search.closed), **best.size,
+        objective=instance.search.objective, **figures,
     )
-    return extract_plan(model, ctx, stats)
+    plan = extract_plan(model, ctx, stats)
+    if not priced(instance):
+        return plan
+    held = {k for stage in plan.stages for k in stage.cells_per_building}
+    cost = iteration_cost(instance, held, plan.prediction.iteration_s, link_sends(model, ctx),
+                          plan.shape.batch_sequences * instance.training.seq_len)
+    return plan.model_copy(update={"prediction": plan.prediction.model_copy(update={"cost": cost})})
+
+
+def limits_infeasibility(instance: Instance) -> str:
+    """Why no layout is left when the search's budget or throughput floor removed them all, naming the field."""
+    search = instance.search
+    limits = [f"search.max_cost_per_iteration (${search.max_cost_per_iteration:g}/iteration)"
+              if search.max_cost_per_iteration is not None else "",
+              f"search.min_tokens_per_s ({search.min_tokens_per_s:,.0f} tokens/s)"
+              if search.min_tokens_per_s is not None else ""]
+    named = " and ".join(limit for limit in limits if limit)
+    return (f"{named}: no layout the search allows meets it (with memory, building capacity and layer "
+            f"divisibility); raise the budget, lower the throughput floor or allow more shapes")

@@ -12,6 +12,7 @@ from rich.table import Table
 from scaleacross_milp.spec.plan import (
     BatchUse,
     Breakdown,
+    Cost,
     Plan,
     SolveStats,
     StageMemoryUse,
@@ -19,6 +20,7 @@ from scaleacross_milp.spec.plan import (
     dp_mode_label,
     schedule_label,
 )
+from scaleacross_milp.spec.search import Objective
 
 BREAKDOWN_LABELS = {
     "compute_s": "compute",
@@ -39,6 +41,23 @@ def seconds(value: float | None) -> str:
     if abs(value) >= 1.0:
         return f"{value:.3f} s"
     return f"{value * 1e3:.1f} ms"
+
+
+def usd(value: float | None) -> str:
+    """Dollars: cents from $100 up, four significant digits below, `$0` for nothing; `n/a` for None."""
+    if value is None:
+        return "n/a"
+    if value == 0:
+        return "$0"
+    return f"${value:,.2f}" if abs(value) >= 100 else f"${value:#.4g}"
+
+
+def cost_line(cost: Cost, label: str) -> str:
+    """`Cost (predicted): $0.2307/iteration, $0.05501/M tokens (128 GPUs held for 3.244 s: $0.2307; egress 0.0 GB:
+    $0)`."""
+    return (f"Cost ({label}): {usd(cost.usd_per_iteration)}/iteration, {usd(cost.usd_per_million_tokens)}/M tokens "
+            f"({cost.held_gpus:,} GPUs held for {seconds(cost.iteration_s)}: {usd(cost.gpu_usd)}; egress "
+            f"{cost.egress_gbyte:,.1f} GB: {usd(cost.egress_usd)})")
 
 
 def percent(fraction: float | None, digits: int = 1) -> str:
@@ -123,16 +142,18 @@ def prediction_lines(plan: Plan) -> list[str]:
         f"Iteration time: {seconds(p.iteration_s)}",
         f"Throughput: {p.tokens_per_s:,.0f} tokens/s",
         f"MFU: {percent(p.mfu)}",
-    ]
+    ] + ([cost_line(p.cost, "predicted")] if p.cost is not None else [])
 
 
 def solve_lines(stats: SolveStats) -> list[str]:
     screened = stats.shapes_solved + stats.shapes_pruned
     return [
         "[bold]Solve[/bold]",
+        f"Objective: {stats.objective.value}",
         f"Status: {stats.status}",
-        f"Incumbent: {seconds(stats.incumbent_s)}",
-        f"Best bound: {seconds(stats.bound_s)}",
+        *([f"Incumbent: {usd(stats.incumbent_usd)}/iteration ({seconds(stats.incumbent_s)})",
+           f"Best bound: {usd(stats.bound_usd)}/iteration"] if stats.objective is Objective.cost else
+          [f"Incumbent: {seconds(stats.incumbent_s)}", f"Best bound: {seconds(stats.bound_s)}"]),
         f"Relative gap: {percent(stats.rel_gap, 3)}",
         f"Wall time: {stats.wall_s:.2f} s",
         f"Shapes: {stats.shapes_total} enumerated, {screened} passed screening, "

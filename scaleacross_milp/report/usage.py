@@ -11,6 +11,8 @@ B_run). GPUs are idle
   cell    when the free GPUs hold no further replica (d_max = d), or in a building whose free GPUs hold less than
           one stage cell;
   memory  in an unused building whose GPU type cannot hold any of the plan's stages;
+  price   in an unused building the search left out at its price (a solved plan of a priced instance): it minimised
+          cost, or holding the building, G_k p_k / 3600 x the iteration time, with the used ones breaks the budget;
   compute in an unused building when the replicas the next possible d' adds (m' = m(d' b) microbatches per
           pipeline, every replica runs the same) would compute no faster than the plan's pipelines:
           m' t_pace >= m max_used t, t a GPU type's time per layer and microbatch, pace the slowest building
@@ -29,9 +31,11 @@ import networkx as nx
 from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts, build_shape_costs
 from scaleacross_milp.costmodel.network import link_efficiency
+from scaleacross_milp.costmodel.price import gpu_hour_usd, held_usd_per_s, priced
+from scaleacross_milp.report.summary import usd
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import BatchUse, BuildingUse, IdleCause, IdleGPUs, Shape, SolveStats, Usage
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.search import DPMode, Objective
 from scaleacross_milp.spec.topology import Link
 from scaleacross_milp.spec.training import BatchRounding
 from scaleacross_milp.verify.layout import GIB, ResolvedLayout, inflight_microbatches
@@ -141,8 +145,8 @@ def _fill(instance: Instance, shape: Shape, free: dict[str, int], dp: int, costs
 def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, b: BuildingUse,
                    pace: BuildingUse, dp: int, iteration_s: float | None, solve: SolveStats | None
                    ) -> tuple[IdleGPUs, list[str]]:
-    """Why `b`'s free GPUs are idle when the batch allows DP `dp` > the plan's: cell, memory, compute (at the
-    speed of `pace`, the slowest building DP `dp` needs with `b`), link or slower, the first that holds."""
+    """Why `b`'s free GPUs are idle when the batch allows DP `dp` > the plan's: cell, memory, price, compute (at
+    the speed of `pace`, the slowest building DP `dp` needs with `b`), link or slower, the first that holds."""
     shape, gpus = resolved.layout.shape, b.gpus - b.used_gpus
     if gpus < shape.cell_gpus:
         return IdleGPUs(cause=IdleCause.cell, buildings=[b.name], gpus=gpus, detail=(
@@ -150,6 +154,8 @@ def _building_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCos
     if b.used_gpus == 0:
         if (fits := _memory_idle(instance, resolved, costs, b)) is not None:
             return fits
+        if (dear := _price_idle(instance, resolved, b, iteration_s, solve)) is not None:
+            return dear, []
         if (slow := _compute_idle(instance, resolved, costs, b, pace, dp, solve)) is not None:
             return slow, []
         return _link_idle(instance, resolved, costs, b, iteration_s, solve), []
@@ -217,6 +223,30 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
         return idle, []
     return idle, [f"dp_mode fsdp would bring the least stage to {fsdp / GIB:.1f} GiB per GPU, within "
                   f"{building.name}'s {usable / GIB:.1f} GiB"]
+
+
+def _price_idle(instance: Instance, resolved: ResolvedLayout, building: BuildingUse, iteration_s: float | None,
+                solve: SolveStats | None) -> IdleGPUs | None:
+    """`price` (module docstring) for an unused building, or None: the search minimised cost, or holding it with the
+    used buildings at this iteration time alone costs more than search.max_cost_per_iteration (egress only adds)."""
+    search = instance.search
+    if solve is None or iteration_s is None or not priced(instance):
+        return None
+    extra = held_usd_per_s(instance, building.name) * iteration_s
+    rate = f"{building.gpus:,} GPUs at ${gpu_hour_usd(instance, building.name):g}/GPU-hour"
+    if solve.objective is Objective.cost:
+        why = f"the search minimised cost (search.objective 'cost'): holding its {rate} adds {usd(extra)}"
+    elif search.max_cost_per_iteration is not None:
+        held = {k for stage in resolved.stages for k in stage.cells_per_building}
+        used = sum(held_usd_per_s(instance, k) for k in held) * iteration_s
+        if used + extra <= search.max_cost_per_iteration:
+            return None
+        why = (f"holding its {rate} with the buildings in use would cost {usd(used + extra)} before egress, over "
+               f"search.max_cost_per_iteration ({usd(search.max_cost_per_iteration)})")
+    else:
+        return None
+    return IdleGPUs(cause=IdleCause.price, buildings=[building.name], gpus=building.gpus,
+                    detail=f"{why} per iteration at this plan's {iteration_s:.3f} s")
 
 
 def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,

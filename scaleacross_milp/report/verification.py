@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from scaleacross_milp.report.summary import percent, seconds
+from scaleacross_milp.report.summary import cost_line, percent, seconds
 from scaleacross_milp.spec.plan import Verification
 
 VERIFIED_LABELS = {
@@ -35,6 +35,8 @@ def comparison_lines(v: Verification) -> list[str]:
     else:
         lines.append(f"Verifier: {seconds(v.iteration_s)}")
     lines.append(f"Verifier throughput: {v.tokens_per_s:,.0f} tokens/s")
+    if v.cost is not None:
+        lines.append(cost_line(v.cost, "verified"))
     return lines
 
 

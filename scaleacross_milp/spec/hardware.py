@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
 from scaleacross_milp.spec.base import Contract
 
@@ -35,6 +35,9 @@ class GPUType(Contract):
     nvlink_gbyte_s: PositiveFloat
     nic_gbit_s: PositiveFloat = 400.0
     usable_hbm_fraction: float = Field(0.92, gt=0, le=1)
+    gpu_hour_usd: NonNegativeFloat | None = Field(
+        None, description="price of one GPU of this type for one hour, $/GPU-hour (a building's own "
+        "gpu_hour_usd overrides it); costmodel.price")
 
     @model_validator(mode="after")
     def _has_a_precision(self) -> GPUType:

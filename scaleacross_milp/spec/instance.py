@@ -12,7 +12,7 @@ from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.hf_config import model_from_hf_config
 from scaleacross_milp.spec.jsonfile import FileProblems, error_lines, read_json, validate_json
 from scaleacross_milp.spec.model import ModelSpec
-from scaleacross_milp.spec.search import SearchOptions
+from scaleacross_milp.spec.search import Objective, SearchOptions
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.spec.training import Training
 
@@ -90,6 +90,28 @@ class Instance(Contract):
                     f"gpu_types['{building.gpu_type}'].peak_dense_tflops has no entry for the training "
                     f"precision '{precision.value}'"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _prices_complete(self) -> Instance:
+        """Once a price, a cost objective or a budget is given, every building has a GPU-hour price (its own or its
+        type's): a plan's cost would otherwise leave the building's GPUs out."""
+        search, buildings = self.search, self.topology.buildings
+        prices = [*(b.gpu_hour_usd for b in buildings), *(g.gpu_hour_usd for g in self.gpu_types.values()),
+                  *(link.egress_usd_per_gb for link in self.topology.links)]
+        if search.objective is Objective.cost:
+            why = "search.objective is 'cost'"
+        elif search.max_cost_per_iteration is not None:
+            why = "search.max_cost_per_iteration is given"
+        elif any(price is not None for price in prices):
+            why = "prices are given"
+        else:
+            return self
+        for i, building in enumerate(buildings):
+            if building.gpu_hour_usd is None and self.gpu_types[building.gpu_type].gpu_hour_usd is None:
+                raise ValueError(
+                    f"topology.buildings[{i}].gpu_hour_usd: building '{building.name}' has no GPU-hour price (nor "
+                    f"has gpu_types['{building.gpu_type}'].gpu_hour_usd); {why}, so every building needs one")
         return self
 
     @property

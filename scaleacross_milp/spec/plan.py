@@ -10,7 +10,7 @@ from enum import Enum
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from scaleacross_milp.spec.base import Contract
-from scaleacross_milp.spec.search import DPMode, Schedule
+from scaleacross_milp.spec.search import DPMode, Objective, Schedule
 from scaleacross_milp.spec.topology import Transport
 from scaleacross_milp.spec.training import BatchRounding
 
@@ -96,11 +96,28 @@ class Breakdown(Contract):
     optimizer_s: NonNegativeFloat
 
 
+class Cost(Contract):
+    """One iteration at the instance's prices (costmodel.price.iteration_cost): every GPU of each building the plan
+    uses, idle ones included, held for the iteration time, plus the GB it sends over priced links."""
+
+    iteration_s: NonNegativeFloat = Field(description="the iteration time priced, s")
+    held_gpus: NonNegativeInt = Field(description="every GPU of the buildings the plan uses (a building it leaves "
+                                                  "entirely unused is not held)")
+    gpu_usd: NonNegativeFloat = Field(description="sum over used buildings of GPUs x $/GPU-hour / 3600 x "
+                                                  "iteration_s, $/iteration")
+    egress_gbyte: NonNegativeFloat = Field(description="GB sent over priced links per iteration, both directions")
+    egress_usd: NonNegativeFloat = Field(description="sum over links of GB sent x $/GB, $/iteration")
+    usd_per_iteration: NonNegativeFloat = Field(description="gpu_usd + egress_usd, $/iteration")
+    usd_per_million_tokens: NonNegativeFloat = Field(description="usd_per_iteration / tokens of the batch run x 1e6, "
+                                                                 "$/M tokens")
+
+
 class Prediction(Contract):
     iteration_s: NonNegativeFloat
     breakdown: Breakdown
     tokens_per_s: NonNegativeFloat
     mfu: NonNegativeFloat = Field(description="model FLOPs utilisation vs dense peak, recompute not counted")
+    cost: Cost | None = Field(None, description="at the predicted time, when the instance gives prices")
 
 
 class SolveStats(Contract):
@@ -120,6 +137,12 @@ class SolveStats(Contract):
     binaries: NonNegativeInt
     integers: NonNegativeInt
     constraints: NonNegativeInt
+    objective: Objective = Field(Objective.time, description="what the search minimised (search.objective); "
+                                                             "rel_gap is on it")
+    incumbent_usd: float | None = Field(None, description="objective cost: the plan's $/iteration")
+    bound_usd: float | None = Field(None, description=(
+        "objective cost: lower bound on $/iteration at the plan's batch (no layout the search allows costs less per "
+        "sequence than bound_usd / the plan's batch); bound_s is then None"))
 
 
 class VerifiedBreakdown(Contract):
@@ -175,6 +198,7 @@ class Verification(Contract):
     tolerance: float | None = Field(None, description="agreement tolerance on |residual_s| / predicted_s")
     notes: list[str] = Field(default_factory=list, description="how the replay was set up")
     replay_wall_s: NonNegativeFloat
+    cost: Cost | None = Field(None, description="at the replayed time and link loads, when the instance gives prices")
 
 
 class BuildingUse(Contract):
@@ -212,6 +236,9 @@ class IdleCause(str, Enum):
     compute longer than the plan's pipelines do."""
     link = "link"
     """Reaching the building costs link time the optimiser found not worth it (figures in the detail)."""
+    price = "price"
+    """Holding the building's GPUs costs more than the search allowed: it minimised cost, or their price at the
+    plan's time alone would break search.max_cost_per_iteration."""
     slower = "slower"
     """A larger DP degree fits these GPUs but was not faster."""
 

@@ -17,6 +17,14 @@ class Schedule(str, Enum):
     zb_v = "zb-v"
 
 
+class Objective(str, Enum):
+    """What the search minimises: `time` (the iteration time per requested batch) or `cost` (the $ per requested
+    batch at the instance's prices, costmodel.price)."""
+
+    time = "time"
+    cost = "cost"
+
+
 class DPMode(str, Enum):
     """Data-parallel synchronisation: DDP all-reduce, FSDP (reshard after forward or not), HSDP."""
 
@@ -45,3 +53,12 @@ class SearchOptions(Contract):
     time_limit_s: PositiveFloat = 60.0
     rel_gap: float = Field(0.01, ge=0.0, lt=1.0)
     threads: PositiveInt | None = None
+    objective: Objective = Field(Objective.time, description=(
+        "time: the fastest layout; cost: the cheapest, $ per requested batch at the instance's prices "
+        "(gpu_hour_usd of every building, egress_usd_per_gb of the links)"))
+    max_cost_per_iteration: PositiveFloat | None = Field(None, description=(
+        "budget, $/iteration: only layouts whose iteration (held GPUs x iteration time x price, plus egress) costs "
+        "at most this; a row of the MILP"))
+    min_tokens_per_s: PositiveFloat | None = Field(None, description=(
+        "throughput floor, tokens/s: only layouts whose batch run (tokens) per iteration time reaches it; a row of "
+        "the MILP"))

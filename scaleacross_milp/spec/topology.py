@@ -32,6 +32,9 @@ class Building(Contract):
     pod_gpus: PositiveInt | None = None
     oversubscription: float = Field(1.0, ge=1.0)
     region: str = "default"
+    gpu_hour_usd: NonNegativeFloat | None = Field(
+        None, description="price of one of this building's GPUs for one hour, $/GPU-hour (overrides its gpu_type's "
+        "gpu_hour_usd); a plan that uses the building holds, and pays for, every GPU in it")
 
     @model_validator(mode="after")
     def _pod_within_building(self) -> Building:
@@ -62,6 +65,8 @@ class Link(Contract):
         min_length=1,
         description="transports the endpoints support on this link",
     )
+    egress_usd_per_gb: NonNegativeFloat | None = Field(
+        None, description="price of the traffic a plan sends over the link, $/GB in either direction (none: free)")
 
     @model_validator(mode="after")
     def _latency_given_once(self) -> Link:

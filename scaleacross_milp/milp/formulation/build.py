@@ -11,6 +11,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import add_choices
+from scaleacross_milp.milp.formulation.cost import add_objective
 from scaleacross_milp.milp.formulation.iteration import add_iteration
 from scaleacross_milp.milp.formulation.memory import add_memory
 from scaleacross_milp.milp.formulation.pipeline import add_pipeline
@@ -42,7 +43,8 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
 
 
 def build_model(ctx: ShapeContext, floor_s: float = 0.0) -> pyo.ConcreteModel:
-    """The shape's MILP; `floor_s` a valid lower bound on its iteration time T (module docstring)."""
+    """The shape's MILP, minimising T or the iteration's cost (`cost.add_objective`, search.objective); `floor_s` a
+    valid lower bound on its iteration time T (module docstring)."""
     bounds = big_m_bounds(ctx)
     m = pyo.ConcreteModel(name=ctx.shape.label())
     add_placement(m, ctx)
@@ -52,5 +54,6 @@ def build_model(ctx: ShapeContext, floor_s: float = 0.0) -> pyo.ConcreteModel:
     add_traffic(m, ctx, bounds)
     add_memory(m, ctx)
     add_iteration(m, ctx)
+    add_objective(m, ctx, bounds)
     m.shape_floor = pyo.Constraint(expr=floor_s <= m.T)
     return m

@@ -35,7 +35,8 @@ forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
     gather0 >= n[j] g[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...
     (tauF, p2p, eF: forward time of a layer, an intra-building send and the embedding on the fastest GPU type;
     stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank)
-    T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc     minimise T
+    T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc
+(the objective, minimise T or the iteration's cost, is set by `cost.add_objective`)
 A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only the op just
 before; an op that needs one (F, and I or B) waits max(0, gather - previous op) per layer of its chunk. In the
 steady order of every schedule each such op follows a fixed kind: fused backward (GPipe, 1F1B, interleaved) F
@@ -272,4 +273,3 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
-    m.objective = pyo.Objective(expr=m.T, sense=pyo.minimize)
