@@ -262,15 +262,16 @@ def solver_plan_error(step: str, exc: Exception) -> typer.Exit:
 
 
 def verify_and_report(spec: Instance, layout: Layout, base_dir: Path, trace: Path | None, plot: Path | None,
-                      force: bool, internal: bool = False) -> tuple[Layout, Verification]:
-    """Replay `layout`, print the verification, write trace / plot; returns the layout (with the verification
-    attached when it is a Plan) and the verification. `internal`: the layout came from the solver, so a mismatch
-    is a bug (exit 3)."""
+                      force: bool, internal: bool = False, predicted_s: float | None = None
+                      ) -> tuple[Layout, Verification]:
+    """Replay `layout`, print the verification (against `predicted_s` for a layout that is not a Plan), write
+    trace / plot; returns the layout (with the verification attached when it is a Plan) and the verification.
+    `internal`: the layout came from the solver, so a mismatch is a bug (exit 3)."""
     from scaleacross_milp.report.attach import attach_verification
     from scaleacross_milp.verify.replay import DeadlockError
 
     try:
-        layout, verification, run = attach_verification(spec, layout, base_dir)
+        layout, verification, run = attach_verification(spec, layout, base_dir, predicted_s)
     except (InputError, DeadlockError) as exc:
         if internal:
             raise solver_plan_error("replay", exc) from None
@@ -301,7 +302,9 @@ def evaluate(
                                    "or overfills a building (marked infeasible in the report)")] = False,
 ) -> None:
     """Price a fixed plan or layout without optimising: check it as `solve` would, replay it and print the
-    verifier's report and what it leaves unused."""
+    verifier's report (beside the MILP's price of the layout, every decision held fixed) and what it leaves
+    unused."""
+    from scaleacross_milp.milp.price import price_layout
     from scaleacross_milp.report.usage import plan_usage
 
     check_outputs([trace, plot], [instance, plan], force)
@@ -311,9 +314,12 @@ def evaluate(
     except InputError as exc:
         raise report_input_error(exc) from None
     resolved = check_or_exit(spec, layout, plan.parent, allow_infeasible=allow_infeasible)
+    predicted = None
     if isinstance(layout, Plan):
         render_plan(layout, console())
-    _, verification = verify_and_report(spec, layout, plan.parent, trace, plot, force)
+    elif resolved.schedule is not None and not resolved.infeasible:
+        predicted = price_layout(spec, resolved.placed())
+    _, verification = verify_and_report(spec, layout, plan.parent, trace, plot, force, predicted_s=predicted)
     stats = layout.solve if isinstance(layout, Plan) else None
     render_usage(plan_usage(spec, resolved, verification.iteration_s, stats), console())
 

@@ -10,8 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleacross_milp import cli
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp import solve as solve_module
-from scaleacross_milp.spec.plan import Plan
+from scaleacross_milp.milp.price import price_layout
+from scaleacross_milp.spec.plan import Layout, Plan
+from scaleacross_milp.verify.layout import resolve
+from scaleacross_milp.verify.verifier import TOLERANCE
 from tests.conftest import H100
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,8 +297,14 @@ def test_evaluate_layout_without_optimiser_output(tmp_path):
     trace, plot = tmp_path / "trace.json", tmp_path / "timeline.png"
     result = run("evaluate", CAMPUS, layout, "--trace", trace, "--plot", plot)
     assert result.exit_code == 0, result.output
-    assert re.search(r"^Verifier: [\d.]+ s$", result.stdout, re.M)
-    assert "MILP predicted" not in result.stdout
+    verified = float(re.search(r"^Verifier: ([\d.]+) s$", result.stdout, re.M).group(1))
+    # A layout has no optimiser output, so the MILP prices it with every decision fixed, beside the replay.
+    instance = load_instance(CAMPUS)
+    placed = resolve(instance, Layout.model_validate(CAMPUS_LAYOUT)).placed()
+    price = price_layout(instance, placed)
+    assert f"MILP predicted: {price:.3f} s" in result.stdout
+    assert re.search(r"^Difference: [+-][\d.]+ m?s \([+-][\d.]+ %\)$", result.stdout, re.M)
+    assert abs(verified - price) <= TOLERANCE * price
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     assert {"p0 x512 rank 0 (A)", "p0 x512 rank 1 (B)", "link A->B", "link B->A"} <= names
@@ -319,6 +329,7 @@ def test_evaluate_custom_schedule_csv(tmp_path):
     result = run("evaluate", CAMPUS, write(tmp_path, layout, "layout.json"))
     assert result.exit_code == 0, result.output
     assert "schedule custom (custom.csv)" in result.stdout
+    assert "MILP predicted" not in result.stdout  # the MILP prices named schedules only
 
 
 def test_evaluate_schedule_csv_with_missing_action_exits_2(tmp_path, assert_input_error):

@@ -21,11 +21,12 @@ def attach_usage(spec: Instance, plan: Plan) -> Plan:
     return plan.model_copy(update={"usage": plan_usage(spec, resolved, plan.prediction.iteration_s, plan.solve)})
 
 
-def attach_verification(spec: Instance, layout: Layout, base_dir: Path) -> tuple[Layout, Verification, ReplayResult]:
-    """Replay `layout` (verify.verifier.verify, looked up when called): the layout with the verification attached
-    when it is a Plan, the verification (priced by `verified_cost`) and the replay's records; InputError or
-    replay.DeadlockError when it cannot be replayed."""
-    verification, run = verifier.verify(spec, layout, base_dir)
+def attach_verification(spec: Instance, layout: Layout, base_dir: Path, predicted_s: float | None = None
+                        ) -> tuple[Layout, Verification, ReplayResult]:
+    """Replay `layout` (verify.verifier.verify, looked up when called, compared with `predicted_s` for a layout that
+    is not a Plan): the layout with the verification attached when it is a Plan, the verification (priced by
+    `verified_cost`) and the replay's records; InputError or replay.DeadlockError when it cannot be replayed."""
+    verification, run = verifier.verify(spec, layout, base_dir, predicted_s)
     verification = verified_cost(spec, layout, base_dir, verification)
     if isinstance(layout, Plan):
         layout = layout.model_copy(update={"verification": verification})

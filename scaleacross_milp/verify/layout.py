@@ -67,6 +67,12 @@ class ResolvedLayout:
     def cells(self, stage: int) -> dict[str, int]:
         return self.stages[stage].cells_per_building
 
+    def placed(self) -> Layout:
+        """The layout with everything the replay resolved written out: stages, pipeline routes, transports."""
+        return self.layout.model_copy(update={
+            "stages": list(self.stages), "transports": dict(self.transports),
+            "pipelines": [PipelineRoute(buildings=list(p.buildings), pipelines=p.pipelines) for p in self.patterns]})
+
 
 def check(instance: Instance, layout: Layout, base_dir: Path = Path(), allow_infeasible: bool = False
           ) -> ResolvedLayout:

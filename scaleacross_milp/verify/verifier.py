@@ -55,12 +55,14 @@ STEADY_PRICED = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.zb_h1, Schedule.
 """Schedules whose steady-state cross-building sends the MILP prices (its two-rank chains across a boundary)."""
 
 
-def verify(instance: Instance, layout: Layout, base_dir: Path = Path()) -> tuple[Verification, ReplayResult]:
-    """Replay `layout` on `instance`; compare with the plan's prediction when it is a Plan."""
+def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
+           predicted_s: float | None = None) -> tuple[Verification, ReplayResult]:
+    """Replay `layout` on `instance`; compare with the plan's prediction when it is a Plan, else with `predicted_s`
+    (the optimiser's price of the layout, `milp.price`) when given."""
     started = time.perf_counter()
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
-    predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else None
+    predicted = layout.prediction.iteration_s if isinstance(layout, Plan) else predicted_s
     runs = {name: replay(workload, instance.topology, level) for name, level in
             (("A", COMPUTE), ("B", SENDS), ("D", FULL))}
     a, b, d = runs["A"], runs["B"], runs["D"]
