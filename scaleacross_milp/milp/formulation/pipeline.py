@@ -15,8 +15,19 @@ cycle can exceed sum_j Cst[j]):
     Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill   (fill: see `traffic`)
 (choice-dependent rows as in `disjunction`; with spread >= 0 their choice-free floor uses min_o beta_o, which
 keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
-and, but for GPipe, rank j keeps only p - j microbatches in flight, so its round trip bounds the cycle:
+and, but for GPipe and interleaving, rank j keeps only p - j microbatches in flight, so its round trip bounds the
+cycle:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
+Interleaved 1F1B with v chunks (Megatron's order, `verify.actions`): rank j runs w_j = 2 (p - j - 1) + (v - 1) p
+warm-up forwards, then pairs (F(k + w_j), B(k)) of chunk-ops, where forward k runs chunk c = (k // p) mod v and
+backward k chunk v - 1 - c of the same microbatch. So B(k) starts w_j pairs and one chunk forward after F(k), and
+between them the microbatch runs forward from virtual stage c p + j to the last, p v - 1, and backward down to
+(v - 1 - c) p + j + 1, each hop a boundary crossing (rank p - 1 to 0: the wrap). With phi, beta the forward and
+backward shares of a stage's time (one layer's F / C and (I + W) / C) and s mod p the rank of virtual stage s:
+    (w_j / v) cycle + phi Cst[j] / v >= sum_{s = cp+j}^{pv-1} phi Cst[s mod p] / v
+                                        + sum_{s = (v-1-c)p+j+1}^{pv-1} beta Cst[s mod p] / v + sum_hops lat
+for every rank j and chunk c, under the interleaved option's u[o] (rows interleaved_round_trip; the hops: s -> s + 1
+for s from cp + j to pv - 2 forward, and from (v - 1 - c)p + j to pv - 2 backward).
 Steady-state sends (the orders of `verify.actions`). 1F1B: rank b runs F(w_b + i), B(i) in steady state (w_b =
 p - 1 - b warm-up forwards), rank b + 1 the same with w_b - 1; so F_b(x) -> send -> F_{b+1}(x) ->
 B_{b+1}(x - w_b + 1) -> send -> B_b(x - w_b + 1) -> F_b(x + 2) is a chain over two microbatches that crosses
@@ -109,14 +120,40 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
                                                 options, big))
     add_steady_sends(m, ctx, regular, terms, big, bounds["pp_arc"])
 
-    steady = [2 * c if ctx.options[o].steady_state_latency_bound else 0 for o, c in zip(options, chi, strict=True)]
+    looped = [ctx.options[o].steady_state_latency_bound and ctx.options[o].schedule is not Schedule.interleaved
+              for o in options]
+    steady = [2 * c if loop else 0 for loop, c in zip(looped, chi, strict=True)]
     rows = []
     for j in range(p - 1):
         downstream = sum(m.Cst[i] for i in range(j, p))
         ahead = sum(m.lat[b] for b in regular if b >= j)
-        rows += choice_lower_bounds((p - j) * m.cycle, [([1] * len(options), downstream), (steady, ahead)],
-                                    m.u, options, big)
+        rows += choice_lower_bounds((p - j) * m.cycle, [([1 if loop else 0 for loop in looped], downstream),
+                                                        (steady, ahead)], m.u, options, big)
     add_rows(m, "round_trip", rows)
+    add_rows(m, "interleaved_round_trip", [row for o in options if ctx.options[o].schedule is Schedule.interleaved
+                                           for row in interleaved_round_trips(m, ctx, o, wrap, big)])
+
+
+def interleaved_round_trips(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, wrap: int | None, big: float) -> list:
+    """Rows interleaved_round_trip of interleaved option o (module docstring), off unless u[o] = 1."""
+    p, v = ctx.shape.pp, ctx.options[o].chunks
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    phi, beta = layer.forward_s / layer.total_s, 1 - layer.forward_s / layer.total_s
+
+    def hop(s: int):
+        """Latency of the hop between virtual stages s and s + 1 (either direction)."""
+        rank = s % p
+        return m.lat[rank] if rank < p - 1 else m.lat[wrap]
+
+    rows = []
+    for j in range(p):
+        warmup = 2 * (p - j - 1) + (v - 1) * p
+        for c in range(v):
+            forward, backward = range(c * p + j, p * v), range((v - 1 - c) * p + j, p * v)
+            need = (sum(phi * m.Cst[s % p] for s in forward) + sum(beta * m.Cst[s % p] for s in backward[1:])) / v + (
+                sum(hop(s) for s in forward[:-1]) + sum(hop(s) for s in backward[:-1]))
+            rows.append(warmup / v * m.cycle + phi * m.Cst[j] / v >= need - big * (1 - m.u[o]))
+    return rows
 
 
 def steady_chain(ctx: ShapeContext, o: int, b: int) -> tuple[float, float, int]:
