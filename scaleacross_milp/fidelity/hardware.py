@@ -5,8 +5,10 @@ GPU types (dense tensor-core peaks, no sparsity):
                   per GPU (300 each way) of which ring collectives reach ~230 GB/s bus bandwidth (nccl-tests
                   on DGX A100, the figure tests/costmodel already uses); one 200 Gb/s HDR InfiniBand NIC per
                   GPU (DGX A100 / Selene, Narayanan et al. 2021 section 5).
-  h100-80gb       NVIDIA H100 SXM5 80GB datasheet: 989 TFLOP/s BF16, HBM3 3.35 TB/s; NVLink 4 900 GB/s per
-                  GPU, ~370 GB/s ring bus bandwidth (DESIGN.md section 2); 400 Gb/s RoCE per GPU (Llama 3).
+  h100-80gb       NVIDIA H100 SXM5 80GB datasheet: 989 TFLOP/s BF16, 1,979 FP8 (dense; the figures NVIDIA's
+                  dgxc-benchmarking READMEs compute MFU against), HBM3 3.35 TB/s; NVLink 4 900 GB/s per GPU,
+                  ~370 GB/s ring bus bandwidth (DESIGN.md section 2); 400 Gb/s per GPU (Llama 3's RoCE, DGX H100's
+                  ConnectX-7 InfiniBand).
   h100-96gb-500w  Grand Teton H100 with 96 GB HBM2e capped at 500 W (torchtitan, Liang et al. 2024).
                   Published (pytorch/torchtitan docs/performance.md): "96GB HBM2e with 2.4 TB/sec peak memory
                   bandwidth", "the default 500W power limit", 400 Gb/s RDMA per GPU. Not published: the dense
@@ -43,8 +45,8 @@ H100_500W_PEAK = 645
 GPU_TYPES: dict[str, GPUType] = {
     "a100-80gb": GPUType(peak_dense_tflops={"fp16": 312, "bf16": 312}, hbm_gib=80 * GB_IN_GIB, hbm_tbyte_s=2.039,
                          nvlink_gbyte_s=230, nic_gbit_s=200),
-    "h100-80gb": GPUType(peak_dense_tflops={"bf16": 989, "fp16": 989}, hbm_gib=80 * GB_IN_GIB, hbm_tbyte_s=3.35,
-                         nvlink_gbyte_s=370, nic_gbit_s=400),
+    "h100-80gb": GPUType(peak_dense_tflops={"bf16": 989, "fp16": 989, "fp8": 1979}, hbm_gib=80 * GB_IN_GIB,
+                         hbm_tbyte_s=3.35, nvlink_gbyte_s=370, nic_gbit_s=400),
     "h100-96gb-500w": GPUType(peak_dense_tflops={"bf16": H100_500W_PEAK, "fp16": H100_500W_PEAK},
                               hbm_gib=96 * GB_IN_GIB, hbm_tbyte_s=2.4, nvlink_gbyte_s=370, nic_gbit_s=400),
 }
