@@ -28,13 +28,13 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
                per layer it saves the SDPA output and the mm outputs except every second mm (wk, wo, w3), and
                recomputes those three mms and every other op in backward. It is priced as Recompute.selective
                (Korthikanti: recompute the attention core). Per token per layer, Llama 3 8B at s = 8192: op-level
-               recomputes 2(hgd + adh + hf) = 159.4 MFLOP of GEMMs (at eff(4096) = 0.72: the time of 220.6 MFLOP
-               at peak) and the forward's elementwise bytes (610 kB eager, 188 kB compiled); selective charges the
-               flash core's forward 4sad/2 = 67.1 MFLOP at FLASH_ATTENTION_EFF 0.33 (the time of 203.4 MFLOP at
-               peak) and no bytes. On the 8-GPU row (16,384 tokens per GPU, 32 layers, 645 TFLOP/s, 1.92 TB/s
-               usable HBM) that leaves out 14 ms of GEMM and 167 ms of eager bytes (0.5 % and 5.9 % of its
-               2.84 s), on the compiled row 14 ms and 51 ms (0.6 % and 2.0 % of 2.52 s). The fitted 500 W peak
-               absorbs them (fidelity.hardware); no recompute mode is added to the contract for it.
+               recomputes 2(hgd + adh + hf) = 159.4 MFLOP of GEMMs (at eff(4096) = 0.66 on the 500 W H100: the
+               time of 243.1 MFLOP at peak) and the forward's elementwise bytes (610 kB eager, 188 kB compiled);
+               selective charges the flash core's forward 4sad/2 = 67.1 MFLOP at Hopper's flash efficiency 0.44
+               (the time of 152.5 MFLOP at peak) and no bytes. On the 8-GPU row (16,384 tokens per GPU, 32 layers,
+               645 TFLOP/s, 1.92 TB/s usable HBM) that leaves out 74 ms of GEMM and 167 ms of eager bytes (2.6 %
+               and 5.9 % of its 2.84 s), on the compiled row 74 ms and 51 ms (2.9 % and 2.0 % of 2.52 s). The
+               fitted 500 W peak absorbs them (fidelity.hardware); no recompute mode is added to the contract.
   sequence     on for Korthikanti's selective+SP rows and Llama 3 (TP with sequence parallelism, as Megatron-LM
   parallel     since 2022); off for Megatron-LM 2021 (it predates it) and Korthikanti's full-recompute rows
                ("TP all-reduce"); irrelevant at tp = 1.

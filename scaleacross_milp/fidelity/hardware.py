@@ -18,17 +18,18 @@ GPU types (dense tensor-core peaks, no sparsity):
                   bisection on [500, 989] TFLOP/s for the peak at which the one tuned row
                   (fidelity.rows.TUNED_ROWS: 8 GPUs, eager, 5,762 tokens/s/GPU), replayed as benchmarks/fidelity.py
                   does, meets its published value, rounded to the multiple of 5 of least |error|.
-                  Result: 645 TFLOP/s (+0.2 % on that row), 23 % below the bracket's low end and 65 % of the SXM
-                  boost peak. The likely physical reason: datasheet peaks are at boost clock (1.98 GHz on SXM),
-                  and a 500 W cap on a die rated 700 W lowers the clock dense GEMMs sustain. The fit also absorbs
-                  what the model does not price for these runs (torchtitan's op-level selective checkpointing
-                  recomputes every elementwise op, see fidelity.convert: charging it would fit 695; anything else
-                  eager PyTorch / FSDP2 loses), so read 645 as an effective peak, not a measured clock. Sanity
-                  check that eager torchtitan is not slow in itself: an older docs/performance.md has Llama 3 8B on
-                  64 A100 80GB (eager, FSDP2, local batch 1, selective op AC) at 2,973 tokens/s/GPU (58.2 % MFU);
-                  this model, datasheet A100, predicts 2,495 (-16 %, its H100-based FLASH_ATTENTION_EFF is low for
-                  A100), while at 989 TFLOP/s it predicts +38 % on the 500 W row: the gap is the GPU's.
-                  NVLink and ring bandwidth as h100-80gb (not published).
+                  Result: 645 TFLOP/s (+0.1 % on that row; the same with the per-generation H100 efficiencies of
+                  costmodel.compute, whose lower GEMM ceiling and faster flash attention cancel here), 23 % below the
+                  bracket's low end and 65 % of the SXM boost peak. The likely physical reason: datasheet peaks are at
+                  boost clock (1.98 GHz on SXM), and a 500 W cap on a die rated 700 W lowers the clock dense GEMMs
+                  sustain. The fit also absorbs what the model does not price for these runs (torchtitan's op-level
+                  selective checkpointing recomputes more GEMMs and every elementwise op, see fidelity.convert; PyTorch
+                  SDPA's FlashAttention-2 runs below Hopper's FlashAttention-3-class flash efficiency; anything else
+                  eager PyTorch / FSDP2 loses), so read 645 as an effective peak, not a measured clock. Sanity check
+                  that eager torchtitan is not slow in itself: an older docs/performance.md has Llama 3 8B on 64 A100
+                  80GB (eager, FSDP2, local batch 1, selective op AC) at 2,973 tokens/s/GPU (58.2 % MFU); this model,
+                  datasheet A100, predicts 2,617 (-12 %), while at 989 TFLOP/s it predicts +36 % on the 500 W row: the
+                  gap is the GPU's. NVLink and ring bandwidth as h100-80gb (not published).
 HBM capacity is 80 or 96 GB = 74.5 or 89.4 GiB (the verifier does not check memory; the numbers are the
 datasheets').
 """
