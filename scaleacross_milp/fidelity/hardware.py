@@ -30,6 +30,11 @@ GPU types (dense tensor-core peaks, no sparsity):
                   80GB (eager, FSDP2, local batch 1, selective op AC) at 2,973 tokens/s/GPU (58.2 % MFU); this model,
                   datasheet A100, predicts 2,617 (-12 %), while at 989 TFLOP/s it predicts +36 % on the 500 W row: the
                   gap is the GPU's. NVLink and ring bandwidth as h100-80gb (not published).
+  gb200           NVIDIA GB200 NVL72, per GPU: 2,450 TFLOP/s BF16 and 4,900 FP8 dense (the peaks NVIDIA's
+                  dgxc-benchmarking READMEs compute MFU with), 186 GB HBM3e at 8 TB/s (GB200 NVL72 datasheet); 72
+                  GPUs per NVLink 5 domain at 900 GB/s per GPU each way, of which ring collectives are taken to reach
+                  740 GB/s (not measured here: H100's 370 of 450 GB/s, the same ratio); one 400 Gb/s ConnectX-7 NIC
+                  per GPU. The generation (Blackwell) is inferred from the peak.
 HBM capacity is 80 or 96 GB = 74.5 or 89.4 GiB (the verifier does not check memory; the numbers are the
 datasheets').
 """
@@ -48,6 +53,8 @@ GPU_TYPES: dict[str, GPUType] = {
                          nvlink_gbyte_s=230, nic_gbit_s=200),
     "h100-80gb": GPUType(peak_dense_tflops={"bf16": 989, "fp16": 989, "fp8": 1979}, hbm_gib=80 * GB_IN_GIB,
                          hbm_tbyte_s=3.35, nvlink_gbyte_s=370, nic_gbit_s=400),
+    "gb200": GPUType(peak_dense_tflops={"bf16": 2450, "fp16": 2450, "fp8": 4900}, hbm_gib=186 * GB_IN_GIB,
+                     hbm_tbyte_s=8.0, nvlink_domain_gpus=72, nvlink_gbyte_s=740, nic_gbit_s=400),
     "h100-96gb-500w": GPUType(peak_dense_tflops={"bf16": H100_500W_PEAK, "fp16": H100_500W_PEAK},
                               hbm_gib=96 * GB_IN_GIB, hbm_tbyte_s=2.4, nvlink_gbyte_s=370, nic_gbit_s=400),
 }

@@ -37,8 +37,8 @@ chosen: the FP8 cast term (compute.FP8_CAST_BYTES_PER_FLOP_H) is fitted on the F
 Every other row is held out: Korthikanti 2022, Llama 3, the two 128-GPU torchtitan rows, and all other NVIDIA H100
 rows (BF16, FP8, MoE) of benchmarks/published/."""
 
-FAMILIES = ("A100 Megatron", "A100 at 1k+ GPUs", "H100 BF16", "H100 FP8", "MoE")
-"""The families the fidelity targets are stated for (PublishedRow.family)."""
+FAMILIES = ("A100 Megatron", "A100 at 1k+ GPUs", "H100 BF16", "H100 FP8", "MoE", "Blackwell")
+"""The families the fidelity targets are stated for (PublishedRow.family), and Blackwell (GB200) as a check."""
 LARGE_A100_RUN = 1000
 
 
@@ -87,9 +87,11 @@ class PublishedRow:
     @property
     def family(self) -> str:
         """MoE for a mixture-of-experts model; else by GPU: A100 runs on 1,000 GPUs or more, other A100 runs
-        (Megatron-LM), and H100 runs by precision (FP8, or BF16 / FP16)."""
+        (Megatron-LM), Blackwell (B200, GB200) runs, and H100 runs by precision (FP8, or BF16 / FP16)."""
         if self.experts:
-            return "MoE"
+            return FAMILIES[4]
+        if self.gpu.startswith(("b200", "gb200")):
+            return FAMILIES[5]
         if self.gpu.startswith("a100"):
             return FAMILIES[1] if self.gpus >= LARGE_A100_RUN else FAMILIES[0]
         return FAMILIES[3] if self.precision == "fp8" else FAMILIES[2]

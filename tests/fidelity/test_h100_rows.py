@@ -29,7 +29,7 @@ def _row(rows, source, model, gpus, precision):
 def test_every_row_names_its_table_and_falls_in_a_family(rows):
     assert len(rows) == 37
     assert all(row.reference and row.gpu == "h100-80gb" for row in rows)
-    assert {row.family for row in rows} == set(FAMILIES[2:])  # H100 BF16, H100 FP8, MoE
+    assert {row.family for row in rows} == set(FAMILIES[2:5])  # H100 BF16, H100 FP8, MoE
     assert [(r.model, r.precision) for r in rows if r.tuned] == [("llama3.1-8b", "bf16"), ("llama3.1-8b", "fp8")]
 
 
@@ -77,3 +77,11 @@ def test_tuned_rows_meet_their_published_steps(rows):
     bf16 = predict(_row(rows, "dgxc_v25.04.02", "llama3.1-8b", 8, "bf16"))
     assert abs(fp8.error) < 0.005 and abs(bf16.error) < 0.02
     assert bf16.predicted / fp8.predicted == pytest.approx(12.27 / 9.33, rel=0.03)
+
+
+def test_gb200_rows_run_on_blackwell_numbers():
+    [row, *_] = read_rows(ROOT / "benchmarks" / "published" / "gb200_nvidia.csv")
+    gpu = to_instance(row).gpu_types["gb200"]
+    assert row.family == FAMILIES[5] and not row.tuned
+    assert gpu.generation.value == "blackwell" and gpu.nvlink_domain_gpus == 72
+    assert to_layout(row).shape.tp == 4 and to_layout(row).interleave == 2  # 126 layers on PP 8: 2 chunks
