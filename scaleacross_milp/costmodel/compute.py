@@ -38,7 +38,7 @@ from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute
 # Flash attention, forward + backward as this module counts its FLOPs (forward c, backward 2c; the kernels'
 # benchmarks count 3.5c, flash-attention's benchmark_flash_attention.py, so a published fwd+bwd rate R is
 # 3/3.5 R here; with separate forward F and backward B rates it is 3 / (1/F + 2.5/B)), causal, head dim 128,
-# 8k-16k tokens, over the 16-bit peak:
+# 8k-16k tokens, over the 16-bit peak (rates read off the papers' bar charts, to about +-5 %):
 #   A100  FlashAttention-2 fwd+bwd ~190 TFLOP/s (Dao 2023, FlashAttention-2, fig. "Attention forward + backward
 #         speed (A100 80GB SXM4)", causal, head dim 128): 3/3.5 x 190 / 312 = 0.52
 #   H100  FlashAttention-3 / cuDNN class (what Transformer Engine and current stacks run): forward ~640, backward
