@@ -21,32 +21,76 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaleacross_milp.spec.hardware import GPUType, Precision
+from scaleacross_milp.spec.hardware import Architecture, GPUType, Precision
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute
 
-# --- efficiency parameters (fraction of dense peak reached by the layer's matmuls) -------------------------
-# Large bf16/fp16 GEMMs reach ~87 % of dense peak on A100 SXM (~271 of 312 TFLOP/s) and ~80 % on H100 SXM
-# (~795 of 989) in public matmul benchmarks (S. Bekman, "Machine Learning Engineering", maximum achievable matmul
-# FLOPS table); efficiency drops when the per-GPU matrix dimension shrinks (NVIDIA "Matrix Multiplication
-# Background" guide: tile quantisation / wave effects). We model it as
-#   eff(x) = GEMM_EFF_MAX * x / (x + GEMM_EFF_HALF_DIM),  x = hidden / tp  (per-GPU matrix width).
-# GEMM_EFF_MAX sits below the GEMM ceiling: it absorbs the kernels the model does not list (bias, dropout, launch
-# gaps). Both numbers are the grid point (max 0.70-0.80 by 0.02 x half-dim 60, 100, 160, 220) with the smallest
-# max |error| of the whole replay
-# (this + elementwise and attention-score memory time + TP comm + bubble + DP) to Megatron-LM 2021 Table 1 (A100,
-# 10 runs, 1.7B-1T): mean 3.4 %, max 5.1 % (benchmarks/fidelity.py). Every other published row is held out (see
-# the README's fidelity table). One curve serves every GPU type: the H100's lower ceiling (80 vs 87 %) is not
-# applied, as no H100 row was used to check it.
-GEMM_EFF_MAX = 0.74
+# --- efficiency per GPU generation (fractions of the datasheet dense peak) -----------------------------------
+# GEMM ceiling: the Maximum Achievable Matmul FLOPS (MAMF) of each generation over its dense peak, measured by a
+# brute-force search of matmul shapes (S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md,
+# table "Maximum Achievable Matmul FLOPS comparison table", BF16 and FP8 (float8_e4m3fn) parts):
+#   A100 SXM  BF16 271.2 / 312  = 86.9 %   (no FP8 tensor cores: an FP8 entry is priced like BF16)
+#   H100 SXM  BF16 794.5 / 989  = 80.3 %   FP8 1,402.6 / 1,979 = 70.9 %
+#   B200 SXM  BF16 1,745 / 2,250 = 77.6 %  FP8 3,432.5 / 4,500 = 76.3 %
+# times GEMM_LAYER_SHARE, the share of that ceiling a layer's matmuls keep in training (bias, dropout, launch gaps,
+# kernels the model does not list): 0.74 / 0.869, the A100 layer ceiling fitted on Megatron-LM 2021 Table 1 (grid
+# 0.70-0.80 by 0.02 x half-dim 60, 100, 160, 220, least max |error| of the whole replay: mean 3.4 %, max 5.0 %).
+# Flash attention, forward + backward as this module counts its FLOPs (forward c, backward 2c; the kernels'
+# benchmarks count 3.5c, flash-attention's benchmark_flash_attention.py, so a published fwd+bwd rate R is
+# 3/3.5 R here; with separate forward F and backward B rates it is 3 / (1/F + 2.5/B)), causal, head dim 128,
+# 8k-16k tokens, over the 16-bit peak (rates read off the papers' bar charts, to about +-5 %):
+#   A100  FlashAttention-2 fwd+bwd ~190 TFLOP/s (Dao 2023, FlashAttention-2, fig. "Attention forward + backward
+#         speed (A100 80GB SXM4)", causal, head dim 128): 3/3.5 x 190 / 312 = 0.52
+#   H100  FlashAttention-3 / cuDNN class (what Transformer Engine and current stacks run): forward ~640, backward
+#         ~480 TFLOP/s (Shah et al. 2024, FlashAttention-3, figs. 5 and 7, head dim 128, 8k-16k):
+#         3 / (1/640 + 2.5/480) / 989 = 0.44 (FlashAttention-2 on H100, ~370 / ~300, would be 0.33)
+#   B200  FlashAttention-4 forward 1,613 TFLOP/s BF16 (Zadouri, Dao et al. 2025, FlashAttention-4, B200, 71 % of
+#         peak); no backward figure: taken at H100's backward / forward ratio 480/640, 1,210:
+#         3 / (1/1613 + 2.5/1210) / 2250 = 0.50
+GEMM_LAYER_SHARE = 0.74 / 0.869
+# FP8 GEMMs as Transformer Engine runs them also cast to FP8: per GEMM [T, K] x [K, N] its input (T K elements) in
+# forward and its output gradient (T N) in backward are read in BF16 (2 bytes) and written as FP8 with the
+# transpose Hopper's FP8 GEMMs need for the other operand layout (1 + 1), 4 bytes per element, amax taken on the
+# way; casts fused into a norm or activation (the QKV / FC1 inputs, FC2's) write what the BF16 output would have.
+# Left per token and layer: attention-output input 4ad forward, output gradients 4((a+2g)d + 2h + nm f) backward,
+# over the GEMMs' 6(h(a+2g)d + adh + nm h f) FLOPs: 40h / 72h^2 = 0.56/h for GPT (a d = h, g = a, f = 4h, nm 2),
+# 0.59/h for Llama 3 8B. FP8_CAST_BYTES_PER_FLOP_H = gamma: the HBM bytes per GEMM FLOP times the hidden size,
+# priced with the elementwise ops at HBM_EFF (flops_time_s). The derived gamma ~0.57 misses what is not a cast
+# (amax reductions across the TP group, scale updates, the FP8 weight casts); gamma is fitted
+# (benchmarks/fit_fp8_cast.py: bisection, to 0.01) on the one tuned FP8 row (fidelity.rows.TUNED_ROWS: NVIDIA
+# DGX Cloud Llama 3.1 8B FP8 on 8 H100, TP1 CP2 DP4, step 9.33 s), every other number of this section fixed
+# before it; no Blackwell FP8 run was available, so B200 takes it unchecked.
+FP8_CAST_BYTES_PER_FLOP_H = 2.15
+
+
+@dataclass(frozen=True)
+class KernelEfficiency:
+    """One generation's kernel efficiencies, fractions of the dense peak (sources in the comment above)."""
+
+    matmul_16bit: float
+    matmul_fp8: float
+    flash: float
+
+
+KERNELS: dict[Architecture, KernelEfficiency] = {
+    Architecture.ampere: KernelEfficiency(matmul_16bit=0.869, matmul_fp8=0.869, flash=0.52),
+    Architecture.hopper: KernelEfficiency(matmul_16bit=0.803, matmul_fp8=0.709, flash=0.44),
+    Architecture.blackwell: KernelEfficiency(matmul_16bit=0.776, matmul_fp8=0.763, flash=0.50),
+}
+# GEMM efficiency drops when the per-GPU matrix dimension x = hidden / tp shrinks (NVIDIA "Matrix Multiplication
+# Background" guide: tile quantisation, wave effects, and memory traffic per FLOP growing as 1/x):
+#   eff(x) = ceiling x / (x + x_half),  x_half = GEMM_EFF_HALF_DIM x ridge(GPU, precision) / REFERENCE_RIDGE,
+# ridge = peak FLOP/s / HBM bytes/s x bytes per element: the dimension at which a square GEMM's arithmetic intensity
+# (2n^3 FLOPs over 3n^2 elements) meets the roofline ridge, so x_half grows with the GPU's FLOPs per byte: 100 on
+# the A100 of the fit (312 TFLOP/s, 2.039 TB/s, 2-byte elements), ~190 on H100 at BF16 and at FP8 (twice the
+# FLOPs on 1-byte elements), ~185 on B200.
 GEMM_EFF_HALF_DIM = 100.0
+REFERENCE_RIDGE = 312 / 2.039 * 2
+ELEMENT_BYTES: dict[Precision, int] = {Precision.fp8: 1, Precision.bf16: 2, Precision.fp16: 2, Precision.tf32: 4,
+                                       Precision.fp32: 4}
 # Elementwise ops (norms, residual adds, activation function, RoPE, dropout) are memory-bound: their time is
 # bytes / (hbm * HBM_EFF). HBM_EFF ~0.8 is typical achievable streaming bandwidth (STREAM-like copy kernels).
 HBM_EFF = 0.80
-# Flash attention kernels run below GEMM efficiency: FlashAttention-2 on H100 SXM reaches ~300-350 TFLOP/s
-# (causal, head dim 128, 8k-16k tokens; Shah et al. 2024, FlashAttention-3, figures 5-6) = ~1/3 of 989. Used
-# for every flash core (every flash row of the published runs is H100; FA2 reaches ~50-70 % on A100, Dao 2023).
-FLASH_ATTENTION_EFF = 0.33
 # A materialized attention core streams its b*a*s*s scores through HBM (fp16/bf16, Megatron-LM's kernels): QK^T
 # writes 2 bytes per score, the fused scale-mask-softmax reads 2 and writes 2, dropout reads 2 and writes 2 plus a
 # 1-byte mask, AV reads 2: 13 bytes (the tensors of Korthikanti et al. 2022's 5as^2b stored bytes).
@@ -57,10 +101,35 @@ SCORE_BYTES_FORWARD = 13.0
 LOGIT_BYTES: dict[Kernels, tuple[float, float]] = {Kernels.fused: (6.0, 6.0), Kernels.eager: (14.0, 22.0)}
 
 
-def gemm_efficiency(hidden: int, tp: int) -> float:
-    """eff = GEMM_EFF_MAX * x / (x + GEMM_EFF_HALF_DIM) with x = hidden / tp."""
+def peak_tflops(gpu: GPUType, precision: Precision) -> float:
+    """The GPU's dense peak at `precision`; the 16-bit peak (GPUType.sixteen_bit_tflops) for a 16-bit precision
+    the type does not list (the BF16 attention of fp8 training on a type given only its fp8 peak)."""
+    if precision in gpu.peak_dense_tflops:
+        return gpu.peak_dense_tflops[precision]
+    return gpu.sixteen_bit_tflops
+
+
+def gemm_ceiling(gpu: GPUType, precision: Precision) -> float:
+    """GEMM_LAYER_SHARE x the generation's MAMF fraction (FP8 or 16-bit)."""
+    kernels = KERNELS[gpu.generation]
+    return GEMM_LAYER_SHARE * (kernels.matmul_fp8 if precision is Precision.fp8 else kernels.matmul_16bit)
+
+
+def gemm_half_dim(gpu: GPUType, precision: Precision) -> float:
+    """x_half = GEMM_EFF_HALF_DIM x (peak / HBM bandwidth x element bytes) / REFERENCE_RIDGE."""
+    ridge = peak_tflops(gpu, precision) / gpu.hbm_tbyte_s * ELEMENT_BYTES[precision]
+    return GEMM_EFF_HALF_DIM * ridge / REFERENCE_RIDGE
+
+
+def gemm_efficiency(gpu: GPUType, precision: Precision, hidden: int, tp: int) -> float:
+    """eff = gemm_ceiling x x / (x + gemm_half_dim) with x = hidden / tp."""
     x = hidden / tp
-    return GEMM_EFF_MAX * x / (x + GEMM_EFF_HALF_DIM)
+    return gemm_ceiling(gpu, precision) * x / (x + gemm_half_dim(gpu, precision))
+
+
+def core_precision(precision: Precision) -> Precision:
+    """The attention core's precision: BF16 under fp8 training (Transformer Engine keeps attention in BF16)."""
+    return Precision.bf16 if precision is Precision.fp8 else precision
 
 
 @dataclass(frozen=True)
@@ -223,17 +292,22 @@ def elementwise_bytes_forward(model: ModelSpec, tokens: int, moe_layer: bool = F
 
 
 def flops_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int) -> float:
-    """FLOPs already divided per GPU / (peak_dense_tflops[precision] * 1e12 * eff(hidden/tp))."""
-    return flops / (gpu.peak_dense_tflops[precision] * 1e12 * gemm_efficiency(hidden, tp))
+    """GEMM FLOPs already divided per GPU / (peak[precision] * 1e12 * gemm_efficiency); under fp8 at the FP8 peak
+    and the generation's FP8 ceiling, plus the casts: memory_time_s(flops * FP8_CAST_BYTES_PER_FLOP_H / hidden)."""
+    time = flops / (peak_tflops(gpu, precision) * 1e12 * gemm_efficiency(gpu, precision, hidden, tp))
+    if precision is Precision.fp8:
+        time += memory_time_s(flops * FP8_CAST_BYTES_PER_FLOP_H / hidden, gpu)
+    return time
 
 
 def core_time_s(flops: float, gpu: GPUType, precision: Precision, hidden: int, tp: int,
                 attention: AttentionKernel) -> float:
-    """Attention-core FLOPs per GPU: batched matmuls at eff(hidden/tp) when materialized, at
-    FLASH_ATTENTION_EFF of peak with a flash kernel."""
+    """Attention-core FLOPs per GPU in core_precision (BF16 under fp8): batched matmuls at gemm_efficiency when
+    materialized, at the generation's flash efficiency (KERNELS) of the peak with a flash kernel."""
+    precision = core_precision(precision)
     if attention is AttentionKernel.materialized:
         return flops_time_s(flops, gpu, precision, hidden, tp)
-    return flops / (gpu.peak_dense_tflops[precision] * 1e12 * FLASH_ATTENTION_EFF)
+    return flops / (peak_tflops(gpu, precision) * 1e12 * KERNELS[gpu.generation].flash)
 
 
 def memory_time_s(nbytes: float, gpu: GPUType) -> float:

@@ -13,6 +13,13 @@ State bytes per parameter: weights beta (2) + grad_bytes_per_param + optimizer_b
   HSDP (r)         like FSDP with shard group N/r
 FSDP/HSDP also hold transient unsharded buffers: ~2 layers of weights (current + prefetched) and one layer of
 unsharded gradients; these are per GPU, not per layer (`fsdp_transient_bytes`).
+
+fp8 training (Transformer Engine) adds per layer (`fp8_layer_bytes`): an FP8 copy of each GEMM weight and its
+transpose, FP8_WEIGHT_COPY_BYTES = 2 per layer parameter, held like the 16-bit weights (whole under DDP and
+fsdp-no-reshard, the shard under FSDP / HSDP); and per FP8 tensor (input, weight, output gradient of each GEMM) its
+scale, inverse scale and amax history in fp32, FP8_SCALING_BYTES_PER_TENSOR. Activations are counted as in 16-bit
+training: a GEMM's input is saved as FP8 plus its FP8 transpose (the operand layout of the weight-gradient GEMM on
+Hopper), the 2 bytes per element of the BF16 input it replaces.
 """
 
 from __future__ import annotations
@@ -21,10 +28,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
+from scaleacross_milp.spec.hardware import Precision
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.training import AttentionKernel, Recompute, Training
+
+FP8_WEIGHT_COPY_BYTES = 2
+"""FP8 weight and its transpose, per GEMM weight (Transformer Engine's cached FP8 weights; the layer's 2h norm
+weights, which have none, are counted too: under 1e-3 of a layer)."""
+FP8_AMAX_HISTORY = 1024
+"""Amax history length of delayed scaling (Transformer Engine's DelayedScaling recipe, NeMo's fp8_amax_history_len)."""
+FP8_SCALING_BYTES_PER_TENSOR = 4 * (FP8_AMAX_HISTORY + 2)
+"""fp32 amax history, scale and inverse scale of one FP8 tensor."""
+FP8_TENSORS_PER_GEMM = 3
+"""Input, weight and output gradient."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +149,35 @@ def state_bytes(dense: float, expert: float, shape: Shape, training: Training, v
 
 
 def layer_state_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
+    """state_bytes of an average layer plus its fp8_layer_bytes."""
     p = average_layer_params(model)
-    return state_bytes(p.dense, p.expert, shape, training, variant)
+    return state_bytes(p.dense, p.expert, shape, training, variant) + fp8_layer_bytes(model, shape, training, variant)
+
+
+def gemms_per_layer(model: ModelSpec, shape: Shape) -> float:
+    """GEMM weights one GPU holds per average layer: QKV, attention output and the FFN's (gated: fused gate/up and
+    down; plain: up and down), 4; an MoE layer holds 2 per local expert (E/ep) and per shared expert instead of
+    the dense FFN's 2 (the router runs unquantised)."""
+    params = model_params(model)
+    if model.moe is None or params.moe_share == 0:
+        return 4.0
+    moe = 2 + 2 * (model.moe.experts / shape.ep + model.moe.shared_experts)
+    return (1 - params.moe_share) * 4.0 + params.moe_share * moe
+
+
+def fp8_layer_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
+    """fp8 only (else 0): FP8_WEIGHT_COPY_BYTES x the layer parameters on the GPU held like the 16-bit weights
+    (D/tp + E/(tp ep) whole under DDP and fsdp-no-reshard, D/(tp N_d) + E/(tp ep N_e) under FSDP / HSDP) +
+    FP8_SCALING_BYTES_PER_TENSOR x FP8_TENSORS_PER_GEMM x gemms_per_layer."""
+    if training.precision is not Precision.fp8:
+        return 0.0
+    p = average_layer_params(model)
+    d_gpu, e_gpu = p.dense / shape.tp, p.expert / (shape.tp * shape.ep)
+    if variant.mode in (DPMode.fsdp, DPMode.hsdp):
+        nd, ne = shard_groups(shape, variant)
+        d_gpu, e_gpu = d_gpu / nd, e_gpu / ne
+    scaling = FP8_SCALING_BYTES_PER_TENSOR * FP8_TENSORS_PER_GEMM * gemms_per_layer(model, shape)
+    return FP8_WEIGHT_COPY_BYTES * (d_gpu + e_gpu) + scaling
 
 
 def fsdp_transient_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
