@@ -5,10 +5,12 @@ Per GPU of a stage cell, one microbatch:
                    (elementwise incl. a materialized kernel's attention scores; backward = 2x forward;
                    recompute adds the forward bytes of what it recomputes: all, or the scores when selective;
                    without sequence parallelism the norms and residual adds run on s/cp tokens on every TP
-                   rank; a flash attention kernel executes half the attention core, at FLASH_ATTENTION_EFF;
+                   rank; a flash attention kernel executes half the attention core, at the generation's flash
+                   efficiency (compute.KERNELS); under fp8 GEMMs run at the FP8 peak, attention and the LM head in BF16;
                    the bytes follow training.kernels, fused or eager)
   embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add = backward-weight
-  LM head + loss head FLOPs + compute.LOGIT_BYTES per logit (fused 6 each way, eager 14 forward, 22 backward)
+  LM head + loss head FLOPs (BF16 under fp8) + compute.LOGIT_BYTES per logit (fused 6 each way, eager 14 forward,
+                 22 backward)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
   optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
   embedding / head DP  the layers' DP sync, all-gather and optimizer formulas at V*h/tp dense parameters
@@ -69,7 +71,8 @@ def _layer_times(
     core = compute.core_layer_flops(model, b, s, training.recompute, training.attention)
 
     def t_flops(f: float) -> float:
-        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
+        # Transformer Engine keeps the LM head in BF16 under fp8 training, as it keeps the attention core.
+        return compute.flops_time_s(f / split, gpu, compute.core_precision(training.precision), model.hidden, shape.tp)
 
     def t_core(f: float) -> float:
         return compute.core_time_s(f / split, gpu, training.precision, model.hidden, shape.tp, training.attention)
