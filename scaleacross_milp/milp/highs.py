@@ -16,6 +16,7 @@ import highspy
 import pyomo.environ as pyo
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.contrib.solver.solvers.highs import Highs
+from pyomo.core.expr.numvalue import NumericValue
 
 
 class MILPStatus(StrEnum):
@@ -176,7 +177,7 @@ def _solve_lp(highs: HighsModel, threads: int | None) -> bool:
     return True
 
 
-def polish(highs: HighsModel, objective: pyo.Var, threads: int | None) -> float:
+def polish(highs: HighsModel, objective: NumericValue, threads: int | None) -> float:
     """Make the loaded solution exact and slack-free; returns its exact objective.
 
     With every integer variable fixed at its rounded value, (1) re-solve the LP: a MILP incumbent may use the
