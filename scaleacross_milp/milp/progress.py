@@ -9,6 +9,7 @@ from enum import StrEnum
 
 
 class Phase(StrEnum):
+    seed = "strongest building"
     routes = "routes"
     screening = "screening"
     patterns = "patterns"

@@ -52,6 +52,8 @@ RESCUE_SHARE = 0.05
 """When the limit ends before any plan, pattern solves go on for at most this share of the limit past it."""
 RESCUE_MIN_SECONDS = 0.5
 """... and each rescue pattern solve gets at least this long, so a plan comes back even under a tiny limit."""
+SEED_SHARE = 0.2
+"""Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -172,6 +174,8 @@ class ShapeSearch:
     models: dict[int, HighsModel] = field(default_factory=dict)
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
+    seed: float = math.inf
+    """The objective (per requested batch) of a plan found beforehand (`seed_plan`): only better plans are kept."""
 
     def __post_init__(self) -> None:
         self.floors = [candidate.floor_s for candidate in self.candidates]
@@ -215,7 +219,7 @@ class ShapeSearch:
 
     @property
     def incumbent(self) -> float:
-        return math.inf if self.best is None else self.best.objective
+        return min(self.seed, math.inf if self.best is None else self.best.objective)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -245,7 +249,7 @@ class ShapeSearch:
         if self.progress is not None:
             self.progress(SearchProgress(self.phase, self.elapsed(), len(self.closed),
                                          len(self.candidates) - len(self.closed),
-                                         None if self.best is None else self.best.objective, self.bound))
+                                         None if math.isinf(self.incumbent) else self.incumbent, self.bound))
 
     def promising(self, lower: float) -> bool:
         return lower < self.incumbent * (1 - self.gap)
@@ -292,7 +296,7 @@ class ShapeSearch:
         plan (something must come back), else when the seconds per unit of `extent` of the models built so far
         predict it fits in what remains. A build cannot be interrupted, so this is what keeps the wall time
         within the limit once a plan is in hand."""
-        if i in self.models or self.best is None or not self.model_extent:
+        if i in self.models or math.isinf(self.incumbent) or not self.model_extent:
             return True
         return self.model_build_s / self.model_extent * extent(self.ctx(i)) <= self.remaining()
 
@@ -316,7 +320,7 @@ class ShapeSearch:
         factor = per_requested(ctx)
         outcome = solve_milp(model, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
                              rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
-                             cutoff=None if self.best is None else self.incumbent / factor)
+                             cutoff=None if math.isinf(self.incumbent) else self.incumbent / factor)
         self.solver_s += outcome.wall_s
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
             self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model.model),
@@ -400,7 +404,7 @@ class ShapeSearch:
                     self.models.pop(i)
                 progressed = True
             nodes *= NODE_GROWTH
-        if self.best is None and self.out_of_time:
+        if math.isinf(self.incumbent) and self.out_of_time:
             self.rescue()
         self.models.clear()
 
@@ -455,19 +459,27 @@ def solve_instance(
     if buildings > MAX_BUILDINGS:
         raise InputError(f"topology.buildings: {buildings:,} buildings; the solver supports at most {MAX_BUILDINGS} "
                          f"(group buildings of one site into one, or solve regions apart)")
+    seed = None
+    if buildings > 1:
+        if progress is not None:
+            progress(SearchProgress(Phase.seed, 0.0, 0, 0, None, math.inf))
+        seed = seed_plan(instance, SEED_SHARE * limit, gap, threads)
+    searched_from = time.perf_counter()  # the seed's own solve counts in wall_s only
     if progress is not None:
-        progress(SearchProgress(Phase.routes, 0.0, 0, 0, None, math.inf))
+        progress(SearchProgress(Phase.routes, time.perf_counter() - start, 0, 0, None, math.inf))
     routes = route_table(instance.topology)
     if progress is not None:
         progress(SearchProgress(Phase.screening, time.perf_counter() - start, 0, 0, None, math.inf))
-    screening = screen(instance, routes, start + SCREEN_SHARE * limit)
+    screening = screen(instance, routes, searched_from + SCREEN_SHARE * max(0.0, start + limit - searched_from))
     if not screening.candidates and not screening.unscreened:
         raise infeasibility(instance, screening)
-    search = ShapeSearch(screening, start, limit, gap, threads, build_s=time.perf_counter() - start,
-                         progress=progress)
+    search = ShapeSearch(screening, start, limit, gap, threads, build_s=time.perf_counter() - searched_from,
+                         progress=progress, seed=math.inf if seed is None else seed_objective(instance, seed))
     search.run()
 
     best, bound = search.best, search.bound
+    if best is None and seed is not None:
+        return seeded(instance, seed, search, gap, time.perf_counter() - start)
     if best is None:
         if math.isinf(bound) and (instance.search.max_cost_per_iteration or instance.search.min_tokens_per_s):
             raise InfeasibleInstance(limits_infeasibility(instance))
@@ -505,6 +517,53 @@ def solve_instance(
     cost = iteration_cost(instance, held, plan.prediction.iteration_s, link_sends(model, ctx),
                           plan.shape.batch_sequences * instance.training.seq_len)
     return plan.model_copy(update={"prediction": plan.prediction.model_copy(update={"cost": cost})})
+
+
+def strongest_building(instance: Instance) -> str:
+    """The building with the most dense compute: GPUs x their peak TFLOP/s in the training precision."""
+    precision = instance.training.precision
+    return max(instance.topology.buildings,
+               key=lambda b: b.gpus * instance.gpu_type_of(b.name).peak_dense_tflops.get(precision, 0.0)).name
+
+
+def seed_plan(instance: Instance, limit_s: float, gap: float, threads: int | None) -> Plan | None:
+    """The plan of the instance restricted to its strongest building (its other buildings and every link left out),
+    solved within `limit_s`; None when that building cannot run the job. A plan that leaves buildings unused is in
+    the searched space, so its objective is an incumbent the cluster-wide search must beat (`ShapeSearch.seed`):
+    every shape that cannot is pruned, and the answer is never worse than this building alone."""
+    strongest = strongest_building(instance)
+    topology = instance.topology.model_copy(update={
+        "buildings": [b for b in instance.topology.buildings if b.name == strongest], "links": []})
+    try:
+        return solve_instance(instance.model_copy(update={"topology": topology}), time_limit_s=limit_s,
+                              rel_gap=gap, threads=threads)
+    except (InputError, NoPlanFound):
+        return None
+
+
+def seed_objective(instance: Instance, plan: Plan) -> float:
+    """The seed plan's objective per requested batch, as `ShapeSearch` compares shapes."""
+    stats = plan.solve
+    objective = stats.incumbent_usd if stats.objective is Objective.cost else stats.incumbent_s
+    return objective * plan.shape.batch_factor(instance.training.batch_sequences)
+
+
+def seeded(instance: Instance, seed: Plan, search: ShapeSearch, gap: float, wall: float) -> Plan:
+    """The seed plan as the answer, when the cluster-wide search found nothing better: its solve figures against
+    the whole search's bound (which the seed's own objective caps)."""
+    factor = seed.shape.batch_factor(instance.training.batch_sequences)
+    incumbent, bound = seed_objective(instance, seed) / factor, search.bound / factor
+    rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
+    screening = search.screening
+    figures = {"bound_usd": bound} if search.costed else {"bound_s": bound}
+    stats = seed.solve.model_copy(update={
+        "status": "optimal" if rel <= gap + 1e-9 else "time limit" if (
+            search.out_of_time or screening.unscreened or wall >= search.limit) else "gap open",
+        "rel_gap": max(rel, 0.0), "wall_s": wall, "build_s": search.build_s + seed.solve.build_s,
+        "solver_s": search.solver_s + seed.solve.solver_s, "shapes_total": screening.total,
+        "shapes_solved": len(search.closed), "shapes_pruned": len(screening.candidates) - len(search.closed),
+        **figures})
+    return seed.model_copy(update={"instance": instance.name, "solve": stats})
 
 
 def limits_infeasibility(instance: Instance) -> str:

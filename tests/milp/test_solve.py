@@ -13,10 +13,19 @@ from scaleacross_milp.milp.extract import layout_pattern
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.shapes import enumerate_shapes
-from scaleacross_milp.milp.solve import InfeasibleInstance, ShapeSearch, extent, solve_instance
+from scaleacross_milp.milp.solve import (
+    InfeasibleInstance,
+    ShapeSearch,
+    extent,
+    seed_plan,
+    solve_instance,
+    strongest_building,
+)
 from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
+from scaleacross_milp.verify.verifier import verify
+from tests.conftest import A100, H100
 
 
 def assert_proven(plan: Plan, gap: float) -> None:
@@ -220,3 +229,36 @@ def test_a_model_is_built_only_when_past_builds_predict_it_fits_the_time_left(ti
     assert not search.affordable(i)
     search.model_build_s = search.remaining() * 0.5 / size
     assert search.affordable(i)
+
+
+def test_the_strongest_building_has_the_most_dense_compute(small_instance):
+    # 64 A100 (64 x 312 TFLOP/s) against 32 H100 (32 x 989): the H100 hall is stronger despite fewer GPUs.
+    instance = small_instance([{"name": "a100s", "gpus": 64, "gpu_type": "a100"},
+                               {"name": "h100s", "gpus": 32, "gpu_type": "h100"}],
+                              [{"a": "a100s", "b": "h100s", "capacity_gbit_s": 3200, "distance_km": 1}],
+                              gpus=0, batch=32, search_defaults={}, gpu_types={"a100": A100, "h100": H100})
+    assert strongest_building(instance) == "h100s"
+
+
+def test_when_the_search_beats_nothing_the_strongest_building_s_plan_comes_back_for_the_whole_instance(
+        small_instance, monkeypatch):
+    # The seed (the hall alone, solved first) is a plan of the whole instance that leaves the colo idle: with a
+    # search that finds nothing better it is the answer, named for the whole instance, replayable there, and its
+    # gap is taken against the whole search's bound.
+    instance = small_instance(HALL_AND_FAR_COLO["buildings"], HALL_AND_FAR_COLO["links"], gpus=0, batch=96,
+                              search_defaults={"time_limit_s": 60, "rel_gap": 0.01, "threads": 1})
+    seed = seed_plan(instance, 60, 0.01, 1)
+    search = ShapeSearch.run
+
+    def run(self: ShapeSearch) -> None:
+        if len(self.screening.instance.topology.buildings) == 1:  # the seed's own search runs
+            search(self)
+
+    monkeypatch.setattr(ShapeSearch, "run", run)
+    plan = solve_instance(instance)
+    assert plan.instance == instance.name and plan.stages == seed.stages
+    assert {k for stage in plan.stages for k in stage.cells_per_building} == {"hall"}
+    assert plan.solve.incumbent_s == pytest.approx(seed.solve.incumbent_s)
+    assert plan.solve.bound_s <= plan.solve.incumbent_s
+    assert plan.solve.rel_gap == pytest.approx((plan.solve.incumbent_s - plan.solve.bound_s) / plan.solve.incumbent_s)
+    assert verify(instance, plan)[0].iteration_s > 0
