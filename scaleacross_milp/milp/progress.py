@@ -9,8 +9,8 @@ from enum import StrEnum
 
 
 class Phase(StrEnum):
-    seed = "strongest building"
     routes = "routes"
+    seed = "strongest building"
     screening = "screening"
     patterns = "patterns"
     shapes = "shape MILPs"

@@ -24,8 +24,9 @@ from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restriction
+from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
-from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.milp.routes import RouteTable, route_table
 from scaleacross_milp.milp.screen import Candidate, Screening, screen
 from scaleacross_milp.milp.shapes import per_requested
 from scaleacross_milp.spec.instance import Instance
@@ -110,6 +111,7 @@ class Incumbent:
     """T (or the iteration's cost under search.objective `cost`) x B_requested / B_run (`per_requested`): comparable
     across shapes that run different batches."""
     index: int
+    """The shape's index among the search's candidates (-1: the seed, `seed_incumbent`)."""
     model: HighsModel
     ctx: ShapeContext
     size: dict[str, int]
@@ -174,8 +176,6 @@ class ShapeSearch:
     models: dict[int, HighsModel] = field(default_factory=dict)
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
-    seed: float = math.inf
-    """The objective (per requested batch) of a plan found beforehand (`seed_plan`): only better plans are kept."""
 
     def __post_init__(self) -> None:
         self.floors = [candidate.floor_s for candidate in self.candidates]
@@ -219,7 +219,7 @@ class ShapeSearch:
 
     @property
     def incumbent(self) -> float:
-        return min(self.seed, math.inf if self.best is None else self.best.objective)
+        return math.inf if self.best is None else self.best.objective
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -459,27 +459,27 @@ def solve_instance(
     if buildings > MAX_BUILDINGS:
         raise InputError(f"topology.buildings: {buildings:,} buildings; the solver supports at most {MAX_BUILDINGS} "
                          f"(group buildings of one site into one, or solve regions apart)")
+    if progress is not None:
+        progress(SearchProgress(Phase.routes, 0.0, 0, 0, None, math.inf))
+    routes = route_table(instance.topology)
     seed = None
     if buildings > 1:
         if progress is not None:
-            progress(SearchProgress(Phase.seed, 0.0, 0, 0, None, math.inf))
-        seed = seed_plan(instance, SEED_SHARE * limit, gap, threads)
+            progress(SearchProgress(Phase.seed, time.perf_counter() - start, 0, 0, None, math.inf))
+        seed = seed_incumbent(instance, routes, SEED_SHARE * limit, gap, threads)
     searched_from = time.perf_counter()  # the seed's own solve counts in wall_s only
     if progress is not None:
-        progress(SearchProgress(Phase.routes, time.perf_counter() - start, 0, 0, None, math.inf))
-    routes = route_table(instance.topology)
-    if progress is not None:
-        progress(SearchProgress(Phase.screening, time.perf_counter() - start, 0, 0, None, math.inf))
+        known = None if seed is None else seed.objective  # the bound is capped by the incumbent (`ShapeSearch.bound`)
+        progress(SearchProgress(Phase.screening, time.perf_counter() - start, 0, 0, known,
+                                math.inf if known is None else known))
     screening = screen(instance, routes, searched_from + SCREEN_SHARE * max(0.0, start + limit - searched_from))
     if not screening.candidates and not screening.unscreened:
         raise infeasibility(instance, screening)
-    search = ShapeSearch(screening, start, limit, gap, threads, build_s=time.perf_counter() - searched_from,
-                         progress=progress, seed=math.inf if seed is None else seed_objective(instance, seed))
+    search = ShapeSearch(screening, start, limit, gap, threads, best=seed,
+                         build_s=time.perf_counter() - searched_from, progress=progress)
     search.run()
 
     best, bound = search.best, search.bound
-    if best is None and seed is not None:
-        return seeded(instance, seed, search, gap, time.perf_counter() - start)
     if best is None:
         if math.isinf(bound) and (instance.search.max_cost_per_iteration or instance.search.min_tokens_per_s):
             raise InfeasibleInstance(limits_infeasibility(instance))
@@ -529,7 +529,7 @@ def strongest_building(instance: Instance) -> str:
 def seed_plan(instance: Instance, limit_s: float, gap: float, threads: int | None) -> Plan | None:
     """The plan of the instance restricted to its strongest building (its other buildings and every link left out),
     solved within `limit_s`; None when that building cannot run the job. A plan that leaves buildings unused is in
-    the searched space, so its objective is an incumbent the cluster-wide search must beat (`ShapeSearch.seed`):
+    the searched space, so it is an incumbent the cluster-wide search must beat (`seed_incumbent`):
     every shape that cannot is pruned, and the answer is never worse than this building alone."""
     strongest = strongest_building(instance)
     topology = instance.topology.model_copy(update={
@@ -541,29 +541,20 @@ def seed_plan(instance: Instance, limit_s: float, gap: float, threads: int | Non
         return None
 
 
-def seed_objective(instance: Instance, plan: Plan) -> float:
-    """The seed plan's objective per requested batch, as `ShapeSearch` compares shapes."""
-    stats = plan.solve
-    objective = stats.incumbent_usd if stats.objective is Objective.cost else stats.incumbent_s
-    return objective * plan.shape.batch_factor(instance.training.batch_sequences)
-
-
-def seeded(instance: Instance, seed: Plan, search: ShapeSearch, gap: float, wall: float) -> Plan:
-    """The seed plan as the answer, when the cluster-wide search found nothing better: its solve figures against
-    the whole search's bound (which the seed's own objective caps)."""
-    factor = seed.shape.batch_factor(instance.training.batch_sequences)
-    incumbent, bound = seed_objective(instance, seed) / factor, search.bound / factor
-    rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
-    screening = search.screening
-    figures = {"bound_usd": bound} if search.costed else {"bound_s": bound}
-    stats = seed.solve.model_copy(update={
-        "status": "optimal" if rel <= gap + 1e-9 else "time limit" if (
-            search.out_of_time or screening.unscreened or wall >= search.limit) else "gap open",
-        "rel_gap": max(rel, 0.0), "wall_s": wall, "build_s": search.build_s + seed.solve.build_s,
-        "solver_s": search.solver_s + seed.solve.solver_s, "shapes_total": screening.total,
-        "shapes_solved": len(search.closed), "shapes_pruned": len(screening.candidates) - len(search.closed),
-        **figures})
-    return seed.model_copy(update={"instance": instance.name, "solve": stats})
+def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: float,
+                   threads: int | None) -> Incumbent | None:
+    """`seed_plan`'s layout as the search's first incumbent: priced in the whole instance by its MILP with every
+    decision fixed (`price.fixed_layout_model`; the cost tables take each GPU type's slowest building in the whole
+    instance, so the one-building solve's own price is not comparable), its model kept for the final polish."""
+    plan = seed_plan(instance, limit_s, gap, threads)
+    if plan is None:
+        return None
+    ctx, model = fixed_layout_model(instance, plan, routes)
+    highs = HighsModel(model)
+    outcome = solve_milp(highs, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
+    if outcome.incumbent is None:
+        return None
+    return Incumbent(outcome.incumbent * per_requested(ctx), -1, highs, ctx, model_size(model), snapshot(model))
 
 
 def limits_infeasibility(instance: Instance) -> str:

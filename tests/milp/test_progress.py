@@ -16,7 +16,7 @@ def test_phases_in_order_and_incumbent_and_bound_close_in(tiny):
     seen: list[SearchProgress] = []
     plan = solve_instance(tiny(buildings=TWO, links=LINK), progress=seen.append)
     phases = [p.phase for p in seen]
-    order = [Phase.seed, Phase.routes, Phase.screening, Phase.patterns, Phase.shapes, Phase.polish]
+    order = [Phase.routes, Phase.seed, Phase.screening, Phase.patterns, Phase.shapes, Phase.polish]
     assert [phase for phase in order if phase in phases] == order
     assert phases == sorted(phases, key=order.index)
     incumbents = [p.incumbent_s for p in seen if p.incumbent_s is not None]
