@@ -54,7 +54,8 @@ RESCUE_SHARE = 0.05
 RESCUE_MIN_SECONDS = 0.5
 """... and each rescue pattern solve gets at least this long, so a plan comes back even under a tiny limit."""
 SEED_SHARE = 0.2
-"""Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`)."""
+"""Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`); skipped
+when that share is below RESCUE_MIN_SECONDS, the least a solve needs to promise a plan within it."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -463,7 +464,7 @@ def solve_instance(
         progress(SearchProgress(Phase.routes, 0.0, 0, 0, None, math.inf))
     routes = route_table(instance.topology)
     seed = None
-    if buildings > 1:
+    if buildings > 1 and SEED_SHARE * limit >= RESCUE_MIN_SECONDS:
         if progress is not None:
             progress(SearchProgress(Phase.seed, time.perf_counter() - start, 0, 0, None, math.inf))
         seed = seed_incumbent(instance, routes, SEED_SHARE * limit, gap, threads)
