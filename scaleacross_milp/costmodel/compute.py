@@ -182,6 +182,19 @@ def ffn_flops(model: ModelSpec, tokens: int, moe_layer: bool) -> float:
     )
 
 
+def tp_gemm_flops(model: ModelSpec, tokens: int, moe_layer: bool) -> tuple[float, float, float, float]:
+    """Forward FLOPs of the four GEMMs a TP collective of sequence parallelism feeds or follows, in layer order:
+    QKV 2*T*h*(a+2g)*d, attention output 2*T*a*d*h, FC1 2*T*h*f'*(nm-1), FC2 2*T*h*f' (f' = f, or (k+e)*fe in an
+    MoE layer: the routed and shared experts' GEMMs; the router is left out)."""
+    d, h = model.attention_head_dim, model.hidden
+    width = model.ffn_hidden
+    if moe_layer and model.moe is not None:
+        width = (model.moe.top_k + model.moe.shared_experts) * model.moe.expert_ffn_hidden
+    fc2 = 2.0 * tokens * h * width
+    return (2.0 * tokens * h * (model.heads + 2 * model.kv_heads) * d, 2.0 * tokens * model.heads * d * h,
+            fc2 * (_ffn_matrices(model) - 1), fc2)
+
+
 def executed_core_fraction(attention: AttentionKernel) -> float:
     """Share of the s x s attention core a kernel computes: 1 materialized, 1/2 flash (causal blocks skipped)."""
     return 0.5 if attention is AttentionKernel.flash else 1.0
