@@ -16,6 +16,9 @@ dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the G
                  MILP bounds by the comm stream
   HSDP           per-layer units, the reduce-scatter over the shard group (inside the building): n t(d, e);
                  the cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
+When the reduction runs (`grad_reduce_overlaps`): FSDP and HSDP reduce-scatter each unit in its post-backward
+hook, behind the rest of the backward, always; DDP and fsdp-no-reshard do so bucket by bucket behind the chunk's last
+backward only under Training.overlap_grad_reduce, else after the rank's last backward (Megatron-core's default).
 The embedding and LM head are reduced in a collective of their own, t(V h g / tp, 0), on top of the stage's
 (GPUCosts.embedding_dp / head_dp, built with `IntraDPSync.collective_s`).
 """
@@ -32,6 +35,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Building
+from scaleacross_milp.spec.training import Training
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,12 @@ def dp_cross_phases(
     if variant.mode is DPMode.fsdp_no_reshard:
         return CrossPhases(1, param_ratio, 1, params_before_ops=True)
     return CrossPhases(2 * microbatches, param_ratio, 1, params_before_ops=True, gathers_per_microbatch=2)
+
+
+def grad_reduce_overlaps(training: Training, variant: DPVariant) -> bool:
+    """True when a chunk's gradient reduction runs behind its last backward (module docstring): FSDP / HSDP always,
+    DDP and fsdp-no-reshard under Training.overlap_grad_reduce."""
+    return variant.mode in (DPMode.fsdp, DPMode.hsdp) or training.overlap_grad_reduce
 
 
 def hierarchical_time_s(
