@@ -97,8 +97,7 @@ def _layer_times(
     core = compute.core_layer_flops(model, b, s, training.recompute, training.attention)
 
     def t_flops(f: float) -> float:
-        # Transformer Engine keeps the LM head in BF16 under fp8 training, as it keeps the attention core.
-        return compute.flops_time_s(f / split, gpu, compute.core_precision(training.precision), model.hidden, shape.tp)
+        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
 
     def t_core(f: float) -> float:
         return compute.core_time_s(f / split, gpu, training.precision, model.hidden, shape.tp, training.attention)
@@ -204,7 +203,8 @@ def cell_costs(instance: Instance, shape: Shape, gpu_name: str, tables: Instance
     ag = comm.time_s("all_gather", tp_tier, shape.tp, act * shape.tp)
 
     def t_head(f: float) -> float:
-        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
+        # Transformer Engine keeps the LM head in BF16 under fp8 training, as it keeps the attention core.
+        return compute.flops_time_s(f / split, gpu, compute.core_precision(training.precision), model.hidden, shape.tp)
 
     last = OpTimes(
         forward_s=t_head(head.forward) + logit_f + ag,
