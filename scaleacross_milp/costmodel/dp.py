@@ -16,9 +16,10 @@ dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the G
                  MILP bounds by the comm stream
   HSDP           per-layer units, the reduce-scatter over the shard group (inside the building): n t(d, e);
                  the cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
-When the reduction runs (`grad_reduce_overlaps`): FSDP and HSDP reduce-scatter each unit in its post-backward
-hook, behind the rest of the backward, always; DDP and fsdp-no-reshard do so bucket by bucket behind the chunk's last
-backward only under Training.overlap_grad_reduce, else after the rank's last backward (Megatron-core's default).
+When the reduction runs (`grad_reduce_overlaps`): the FSDP modes (fsdp, fsdp-no-reshard, HSDP: PyTorch FSDP)
+reduce-scatter each unit in its post-backward hook, behind the rest of the backward, always; DDP (Megatron-core's)
+reduces bucket by bucket behind the chunk's last backward only under Training.overlap_grad_reduce, else after the
+rank's last backward (Megatron-core's default; PyTorch DDP always overlaps: set the option for it).
 The embedding and LM head are reduced in a collective of their own, t(V h g / tp, 0), on top of the stage's
 (GPUCosts.embedding_dp / head_dp, built with `IntraDPSync.collective_s`).
 """
@@ -93,9 +94,9 @@ def dp_cross_phases(
 
 
 def grad_reduce_overlaps(training: Training, variant: DPVariant) -> bool:
-    """True when a chunk's gradient reduction runs behind its last backward (module docstring): FSDP / HSDP always,
-    DDP and fsdp-no-reshard under Training.overlap_grad_reduce."""
-    return variant.mode in (DPMode.fsdp, DPMode.hsdp) or training.overlap_grad_reduce
+    """True when a chunk's gradient reduction runs behind its last backward (module docstring): the FSDP modes
+    always, DDP under Training.overlap_grad_reduce."""
+    return variant.mode is not DPMode.ddp or training.overlap_grad_reduce
 
 
 def hierarchical_time_s(

@@ -80,9 +80,11 @@ class Training(Contract):
     reduce-scatter of sequence parallelism is split into chunks pipelined with the GEMM it feeds or follows, so per
     op only max(0, comm - GEMM) is exposed (costmodel.comm.tp_comm); it needs `sequence_parallel`, as Megatron-LM
     requires. CP's ring exchange is always overlapped with the attention core (costmodel.comm.cp_comm).
-    `overlap_grad_reduce` (Megatron-core DistributedDataParallelConfig): a chunk's gradients are reduced bucket by
-    bucket as its last backward makes them final, behind that backward and the rank's later work; off, every
-    chunk's reduction starts once the rank's last backward has finished (finalize_model_grads).
+    `overlap_grad_reduce` (Megatron-core DistributedDataParallelConfig), for the `ddp` DP mode: a chunk's gradients
+    are reduced bucket by bucket as its last backward makes them final, behind that backward and the rank's later
+    work; off, every chunk's reduction starts once the rank's last backward has finished (finalize_model_grads).
+    PyTorch DDP always overlaps (set it on for it); the FSDP modes always reduce in their post-backward hooks
+    (costmodel.dp.grad_reduce_overlaps).
     """
 
     seq_len: PositiveInt = Field(le=MAX_SEQ_LEN)
@@ -104,8 +106,8 @@ class Training(Contract):
         "Megatron-LM --tp-comm-overlap: TP all-gathers / reduce-scatters pipelined with the GEMM each feeds or "
         "follows, exposing max(0, comm - GEMM) per op; needs sequence_parallel"))
     overlap_grad_reduce: bool = Field(False, description=(
-        "Megatron-core overlap_grad_reduce: DP gradient reduction bucket by bucket behind the last backward; off, "
-        "after the rank's last backward"))
+        "Megatron-core overlap_grad_reduce (ddp mode): DP gradient reduction bucket by bucket behind the last "
+        "backward; off, after the rank's last backward (the FSDP modes always overlap)"))
 
     @model_validator(mode="after")
     def _batch_given_once(self) -> Training:

@@ -15,8 +15,8 @@ chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP
 Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
     opt >= n[j] o[k,v] + [j = 0] oE[k,v] + Hd[j] oH[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),
     opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `chosen.head_on`)
-DP synchronisation is hierarchical (inside buildings, then across). When the reduction overlaps (FSDP / HSDP
-always, DDP and fsdp-no-reshard under Training.overlap_grad_reduce: costmodel.dp.grad_reduce_overlaps) the last
+DP synchronisation is hierarchical (inside buildings, then across). When the reduction overlaps (the FSDP modes
+always, DDP under Training.overlap_grad_reduce: costmodel.dp.grad_reduce_overlaps) the last
 backward op of stage 0 hides part of it, layer by layer as its gradients become final (rho_o: that op's share of a
 stage's time under schedule o, the fused backward I + W, or W alone in zero-bubble schedules); a variant whose
 reduction starts after the rank's last backward (Megatron-core's default) has rho = 0. Stage 0's cross-building
