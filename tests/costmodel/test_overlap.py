@@ -77,5 +77,6 @@ def test_overlap_options_default_off_and_tp_overlap_needs_sequence_parallel():
     assert not training.tp_comm_overlap and not training.overlap_grad_reduce
     with pytest.raises(ValidationError, match="sequence_parallel"):
         Training(seq_len=2048, global_batch_sequences=8, sequence_parallel=False, tp_comm_overlap=True)
-    schema = Training.model_json_schema()["properties"]
-    assert "tp_comm_overlap" in schema and "overlap_grad_reduce" in schema
+    schema = Instance.model_json_schema()["$defs"]["Training"]["properties"]  # what `scaleacross-milp schema` prints
+    for option in ("tp_comm_overlap", "overlap_grad_reduce"):
+        assert schema[option]["default"] is False and "Megatron" in schema[option]["description"]
