@@ -7,9 +7,10 @@ reduce-scatter / all-gather inside each pod at NIC bandwidth B and the cross-pod
 Exposure (overlap assumptions), for a stage of n layers in c model chunks (c = 1, or the schedule's chunks
 per rank), per-GPU gradient bytes per layer d (dense) and e (experts), and t(D, E) = one collective over D
 dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the GPU type):
-  DDP            Megatron-core with overlap_grad_reduce off (its default; one bucket per model chunk) reduces
-                 each chunk's whole contiguous gradient buffer as ONE all-reduce after the last backward:
-                 exposed = c t(n d / c, n e / c)   (no overlap credited: conservative)
+  DDP            Megatron-core reduces each chunk's whole contiguous gradient buffer: c t(n d / c, n e / c), as
+                 ONE all-reduce after the last backward with overlap_grad_reduce off (its default); with it on the
+                 same time is spread over the chunk's layers as the last backward finalises them (its buckets,
+                 40M+ parameters each, are priced as the one collective)
   fsdp-no-reshard the same with the final gradient reduce-scatter
   FSDP (reshard) per-layer units (PyTorch FSDP wraps each layer): n t(d, e); parameter re-gathers
                  (GPUCosts.gather_s_per_layer, two per microbatch) are prefetched behind compute, which the
