@@ -11,6 +11,8 @@ Per GPU of a stage cell, one microbatch:
   embedding      memory-bound lookup (read+write b*s*h*beta/(tp*cp)); gradient scatter-add = backward-weight
   LM head + loss head FLOPs (BF16 under fp8) + compute.LOGIT_BYTES per logit (fused 6 each way, eager 14 forward,
                  22 backward)
+  TP comm        comm.tp_comm, exposed whole or, under training.tp_comm_overlap, max(0, comm - GEMM) per op
+                 with the GEMMs of compute.tp_gemm_flops (`_tp_exposed`)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
   optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
   embedding / head DP  the layers' DP sync, all-gather and optimizer formulas at V*h/tp dense parameters
@@ -26,9 +28,10 @@ CP, EP) is priced once per GPU type and shared by every shape with that cell (`C
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scaleacross_milp.calibration.collective import CollectiveModel
+from scaleacross_milp.calibration.collective import CollectiveModel, Tier
 from scaleacross_milp.calibration.defaults import load_profile
 from scaleacross_milp.calibration.model import ProfileCollectiveModel
 from scaleacross_milp.costmodel import compute, memory
@@ -60,6 +63,29 @@ def collective_model(instance: Instance, gpu_name: str, gpu: GPUType) -> Collect
     return datasheet
 
 
+def _tp_exposed(model: ModelSpec, training: Training, comm: CollectiveModel, tier: Tier, tp: int, tokens: int,
+                bytes_per_token_h: float, t_flops: Callable[[float], float], moe_share: float) -> OpTimes:
+    """The average layer's exposed TP communication (comm.tp_comm on S = T*h*beta/cp): under
+    Training.tp_comm_overlap each collective pairs with its GEMM's time (compute.tp_gemm_flops priced by
+    `t_flops`), dense and MoE layers each with their own GEMMs, weighted by their shares."""
+    full = training.recompute is Recompute.full
+
+    def one(moe_layer: bool) -> OpTimes:
+        gemms = None
+        if training.tp_comm_overlap:
+            gemms = tuple(t_flops(f) for f in compute.tp_gemm_flops(model, tokens, moe_layer))
+        c = tp_comm(comm, tier, tp, tokens * model.hidden * bytes_per_token_h, full, training.sequence_parallel,
+                    gemms)
+        return OpTimes(c.forward_s, c.backward_input_s, 0.0)
+
+    dense = one(False)
+    if not moe_share or not training.tp_comm_overlap:
+        return dense
+    moe = one(True)
+    return OpTimes((1 - moe_share) * dense.forward_s + moe_share * moe.forward_s,
+                   (1 - moe_share) * dense.backward_input_s + moe_share * moe.backward_input_s, 0.0)
+
+
 def _layer_times(
     model: ModelSpec, shape: Shape, training: Training, gpu: GPUType, comm: CollectiveModel
 ) -> tuple[OpTimes, OpTimes, OpTimes]:
@@ -71,8 +97,7 @@ def _layer_times(
     core = compute.core_layer_flops(model, b, s, training.recompute, training.attention)
 
     def t_flops(f: float) -> float:
-        # Transformer Engine keeps the LM head in BF16 under fp8 training, as it keeps the attention core.
-        return compute.flops_time_s(f / split, gpu, compute.core_precision(training.precision), model.hidden, shape.tp)
+        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
 
     def t_core(f: float) -> float:
         return compute.core_time_s(f / split, gpu, training.precision, model.hidden, shape.tp, training.attention)
@@ -92,14 +117,8 @@ def _layer_times(
     elem_f = compute.memory_time_s((elem + scores) / split, gpu)
     elem_bi = 2 * elem_f + compute.memory_time_s(recomputed[training.recompute] / split, gpu)
 
-    tp = tp_comm(
-        comm,
-        group_tier(split, gpu),
-        shape.tp,
-        tokens * model.hidden * beta / shape.cp,
-        training.recompute is Recompute.full,
-        training.sequence_parallel,
-    )
+    tp = _tp_exposed(model, training, comm, group_tier(split, gpu), shape.tp, tokens, beta / shape.cp, t_flops,
+                     moe_share)
     core_fwd = t_core(core.forward)
     kv_block = b * (s / shape.cp) * 2 * model.kv_heads * model.attention_head_dim * beta / shape.tp
     cp = cp_comm(comm, group_tier(split, gpu), shape.cp, kv_block, core_fwd, 2 * core_fwd)
@@ -184,7 +203,8 @@ def cell_costs(instance: Instance, shape: Shape, gpu_name: str, tables: Instance
     ag = comm.time_s("all_gather", tp_tier, shape.tp, act * shape.tp)
 
     def t_head(f: float) -> float:
-        return compute.flops_time_s(f / split, gpu, training.precision, model.hidden, shape.tp)
+        # Transformer Engine keeps the LM head in BF16 under fp8 training, as it keeps the attention core.
+        return compute.flops_time_s(f / split, gpu, compute.core_precision(training.precision), model.hidden, shape.tp)
 
     last = OpTimes(
         forward_s=t_head(head.forward) + logit_f + ag,

@@ -7,7 +7,8 @@ reduce-scatter input, one rank's all-to-all send buffer), per-rank bandwidth B:
   p2p             S/B + floor + alpha
 `floor` is the measured small-message latency of one collective (~13 us inside an NVLink node, ~70 us
 across nodes: DESIGN.md section 2), `alpha` an extra per ring step (NCCL's per-hop latency, order 1 us on
-NVLink, a few us over the network). Overlap assumptions (TP, EP exposed; CP overlapped) are in layer_comm.
+NVLink, a few us over the network). Overlap: TP exposed unless Training.tp_comm_overlap (tp_comm), CP
+overlapped with the attention core (cp_comm), EP exposed (ep_comm).
 """
 
 from __future__ import annotations
@@ -78,17 +79,31 @@ class LayerComm:
 
 
 def tp_comm(model: CollectiveModel, tier: Tier, tp: int, act_bytes: float, full_recompute: bool,
-            sequence_parallel: bool = True) -> LayerComm:
-    """Megatron TP with sequence parallelism: forward 2 all-gathers + 2 reduce-scatters of S = b*s*h*beta/cp;
-    without it 2 all-reduces of S; backward the same; full recompute repeats the forward ones in the backward.
-    Not overlapped (exposed)."""
-    if sequence_parallel:
-        fwd = 2 * model.time_s("all_gather", tier, tp, act_bytes) + 2 * model.time_s(
-            "reduce_scatter", tier, tp, act_bytes
-        )
-    else:
+            sequence_parallel: bool = True, gemm_s: tuple[float, float, float, float] | None = None) -> LayerComm:
+    """Megatron TP with sequence parallelism: forward 2 all-gathers (ag) + 2 reduce-scatters (rs) of
+    S = b*s*h*beta/cp; without it 2 all-reduces of S; backward the same; full recompute repeats the forward ones in
+    the backward. Exposed whole, unless `gemm_s` gives the per-GPU times (g_qkv, g_proj, g_fc1, g_fc2) of the
+    GEMMs they pair with (Training.tp_comm_overlap, sequence parallelism only): Transformer Engine's userbuffers
+    overlap (Megatron-LM --tp-comm-overlap; Wang et al., "Overlap Communication with Dependent Computation via
+    Decomposition in Large Deep Learning Models", ASPLOS 2023) splits each collective into tp chunks exchanged
+    around a ring while the GEMM works on the chunk already there, so each op exposes only max(0, comm - GEMM):
+      forward   max(0, ag - g_qkv) + max(0, rs - g_proj) + max(0, ag - g_fc1) + max(0, rs - g_fc2)
+                (all-gather before QKV and FC1, reduce-scatter after the output projection and FC2)
+      backward  max(0, ag - g_proj) + max(0, rs - g_qkv) + max(0, ag - g_fc2) + max(0, rs - g_fc1)
+                (the output gradient gathered before the row-parallel dgrad GEMMs, the input gradient
+                reduce-scattered behind the column-parallel ones; a dgrad GEMM costs its forward GEMM)
+    The GEMMs are taken at their undisturbed speed (the ring exchange runs on copy engines)."""
+    if not sequence_parallel:
         fwd = 2 * model.time_s("all_reduce", tier, tp, act_bytes)
-    return LayerComm(forward_s=fwd, backward_input_s=fwd * (2 if full_recompute else 1))
+        return LayerComm(forward_s=fwd, backward_input_s=fwd * (2 if full_recompute else 1))
+    ag, rs = model.time_s("all_gather", tier, tp, act_bytes), model.time_s("reduce_scatter", tier, tp, act_bytes)
+    if gemm_s is None:
+        fwd = bwd = 2 * ag + 2 * rs
+    else:
+        qkv, proj, fc1, fc2 = gemm_s
+        fwd = sum(max(0.0, c - g) for c, g in ((ag, qkv), (rs, proj), (ag, fc1), (rs, fc2)))
+        bwd = sum(max(0.0, c - g) for c, g in ((ag, proj), (rs, qkv), (ag, fc2), (rs, fc1)))
+    return LayerComm(forward_s=fwd, backward_input_s=bwd + (fwd if full_recompute else 0.0))
 
 
 def cp_comm(

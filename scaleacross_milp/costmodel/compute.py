@@ -60,7 +60,7 @@ GEMM_LAYER_SHARE = 0.74 / 0.869
 # (benchmarks/fit_fp8_cast.py: bisection, to 0.01) on the one tuned FP8 row (fidelity.rows.TUNED_ROWS: NVIDIA
 # DGX Cloud Llama 3.1 8B FP8 on 8 H100, TP1 CP2 DP4, step 9.33 s), every other number of this section fixed
 # before it; no Blackwell FP8 run was available, so B200 takes it unchecked.
-FP8_CAST_BYTES_PER_FLOP_H = 2.15
+FP8_CAST_BYTES_PER_FLOP_H = 1.76
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,19 @@ def ffn_flops(model: ModelSpec, tokens: int, moe_layer: bool) -> float:
     return (
         router + (moe.top_k + moe.shared_experts) * 2.0 * tokens * model.hidden * moe.expert_ffn_hidden * nm
     )
+
+
+def tp_gemm_flops(model: ModelSpec, tokens: int, moe_layer: bool) -> tuple[float, float, float, float]:
+    """Forward FLOPs of the four GEMMs a TP collective of sequence parallelism feeds or follows, in layer order:
+    QKV 2*T*h*(a+2g)*d, attention output 2*T*a*d*h, FC1 2*T*h*f'*(nm-1), FC2 2*T*h*f' (f' = f, or (k+e)*fe in an
+    MoE layer: the routed and shared experts' GEMMs; the router is left out)."""
+    d, h = model.attention_head_dim, model.hidden
+    width = model.ffn_hidden
+    if moe_layer and model.moe is not None:
+        width = (model.moe.top_k + model.moe.shared_experts) * model.moe.expert_ffn_hidden
+    fc2 = 2.0 * tokens * h * width
+    return (2.0 * tokens * h * (model.heads + 2 * model.kv_heads) * d, 2.0 * tokens * model.heads * d * h,
+            fc2 * (_ffn_matrices(model) - 1), fc2)
 
 
 def executed_core_fraction(attention: AttentionKernel) -> float:

@@ -7,15 +7,20 @@ reduce-scatter / all-gather inside each pod at NIC bandwidth B and the cross-pod
 Exposure (overlap assumptions), for a stage of n layers in c model chunks (c = 1, or the schedule's chunks
 per rank), per-GPU gradient bytes per layer d (dense) and e (experts), and t(D, E) = one collective over D
 dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the GPU type):
-  DDP            Megatron-core with overlap_grad_reduce off (its default; one bucket per model chunk) reduces
-                 each chunk's whole contiguous gradient buffer as ONE all-reduce after the last backward:
-                 exposed = c t(n d / c, n e / c)   (no overlap credited: conservative)
+  DDP            Megatron-core reduces each chunk's whole contiguous gradient buffer: c t(n d / c, n e / c), as
+                 ONE all-reduce after the last backward with overlap_grad_reduce off (its default); with it on the
+                 same time is spread over the chunk's layers as the last backward finalises them (its buckets,
+                 40M+ parameters each, are priced as the one collective)
   fsdp-no-reshard the same with the final gradient reduce-scatter
   FSDP (reshard) per-layer units (PyTorch FSDP wraps each layer): n t(d, e); parameter re-gathers
                  (GPUCosts.gather_s_per_layer, two per microbatch) are prefetched behind compute, which the
                  MILP bounds by the comm stream
   HSDP           per-layer units, the reduce-scatter over the shard group (inside the building): n t(d, e);
                  the cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
+When the reduction runs (`grad_reduce_overlaps`): the FSDP modes (fsdp, fsdp-no-reshard, HSDP: PyTorch FSDP)
+reduce-scatter each unit in its post-backward hook, behind the rest of the backward, always; DDP (Megatron-core's)
+reduces bucket by bucket behind the chunk's last backward only under Training.overlap_grad_reduce, else after the
+rank's last backward (Megatron-core's default; PyTorch DDP always overlaps: set the option for it).
 The embedding and LM head are reduced in a collective of their own, t(V h g / tp, 0), on top of the stage's
 (GPUCosts.embedding_dp / head_dp, built with `IntraDPSync.collective_s`).
 """
@@ -32,6 +37,7 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Building
+from scaleacross_milp.spec.training import Training
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,12 @@ def dp_cross_phases(
     if variant.mode is DPMode.fsdp_no_reshard:
         return CrossPhases(1, param_ratio, 1, params_before_ops=True)
     return CrossPhases(2 * microbatches, param_ratio, 1, params_before_ops=True, gathers_per_microbatch=2)
+
+
+def grad_reduce_overlaps(training: Training, variant: DPVariant) -> bool:
+    """True when a chunk's gradient reduction runs behind its last backward (module docstring): the FSDP modes
+    always, DDP under Training.overlap_grad_reduce."""
+    return variant.mode is not DPMode.ddp or training.overlap_grad_reduce
 
 
 def hierarchical_time_s(

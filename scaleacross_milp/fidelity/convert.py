@@ -21,8 +21,9 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
                default); fsdp-no-reshard as named. NVIDIA's NeMo / Megatron-Bridge rows run Megatron's distributed
                optimizer (dist-opt: gradients reduce-scattered, parameters all-gathered, optimizer states sharded)
                with overlap_grad_reduce / overlap_param_gather: the layout format has no ZeRO-1 yet, so they run
-               as DDP (an all-reduce moves what reduce-scatter + all-gather move), unoverlapped; megatron-fsdp ->
-               FSDP.
+               as DDP (an all-reduce moves what reduce-scatter + all-gather move) with Training.overlap_grad_reduce
+               on (the whole all-reduce behind the last backward, where the run hides the reduce-scatter there and
+               the parameter all-gather behind the next forward); megatron-fsdp -> FSDP.
   recompute    full / selective / none as named; "selective+sequence-parallel" is selective with sequence
                parallelism. torchtitan's "selective" is op-level (llama3_8b.toml: selective_ac_option = 'op'):
                per layer it saves the SDPA output and the mm outputs except every second mm (wk, wo, w3), and
@@ -42,6 +43,14 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
                and NVIDIA's NeMo / Megatron-Bridge rows (Transformer Engine's cuDNN fused attention) use flash
                kernels. NVIDIA's rows use sequence parallelism with TP (NeMo's default) and no recompute (the
                published performance recipes; their READMEs name a recompute module only for DeepSeek-V3).
+  overlap      NVIDIA's rows run Megatron-Bridge / NeMo recipes, whose DistributedDataParallelConfig sets
+               overlap_grad_reduce=True, overlap_param_gather=True, use_distributed_optimizer=True (NeMo's
+               "Communication Overlap" guide: the DP reduce-scatter and all-gather chunked per layer behind compute):
+               Training.overlap_grad_reduce on for every NVIDIA row; Training.tp_comm_overlap where the row's notes
+               say "TP comm overlap" (the READMEs' tables; every such row has TP > 1). torch-ddp rows:
+               overlap_grad_reduce on (PyTorch DDP all-reduces its buckets in autograd hooks during the backward,
+               always). local-ddp and none (Megatron-LM 2021 / 2022's own DDP, no overlap option then): off; the FSDP
+               modes always overlap their reduction (costmodel.dp.grad_reduce_overlaps).
   kernels      torchtitan rows run eager (Training.kernels = eager) unless the notes say torch.compile (fused);
                Megatron-LM (fused kernels), Llama 3 and NVIDIA rows (Transformer Engine) are fused.
   fabric       fidelity.hardware (one building of exactly the row's GPUs).
@@ -60,7 +69,8 @@ from scaleacross_milp.spec.training import AttentionKernel, Kernels, Recompute, 
 
 LLAMA3_INTERLEAVE = 2
 DEFAULT_MICRO_BATCH = 1
-DP_MODES = {"torch-ddp": DPMode.ddp, "local-ddp": DPMode.ddp, "none": DPMode.ddp, "fsdp": DPMode.fsdp,
+TORCH_DDP = "torch-ddp"
+DP_MODES = {TORCH_DDP: DPMode.ddp, "local-ddp": DPMode.ddp, "none": DPMode.ddp, "fsdp": DPMode.fsdp,
             "fsdp-no-reshard": DPMode.fsdp_no_reshard, "dist-opt": DPMode.ddp, "megatron-fsdp": DPMode.fsdp}
 NVIDIA_SOURCES = ("dgxc", "nemo", "mbridge")
 FLASH_SOURCES = ("llama3", "torchtitan", *NVIDIA_SOURCES)
@@ -68,6 +78,7 @@ SEQUENCE_PARALLEL_SOURCES = ("llama3", *NVIDIA_SOURCES)
 UNGATED_MODELS = ("gpt", "nemotron4")
 EAGER_SOURCES = ("torchtitan",)
 COMPILED_NOTE = "torch.compile"
+TP_OVERLAP_NOTE = "TP comm overlap"
 
 
 def model_spec(row: PublishedRow) -> ModelSpec:
@@ -87,6 +98,8 @@ def training(row: PublishedRow) -> Training:
         sequence_parallel=extra == "sequence-parallel" or row.source.startswith(SEQUENCE_PARALLEL_SOURCES),
         attention=AttentionKernel.flash if row.source.startswith(FLASH_SOURCES) else AttentionKernel.materialized,
         kernels=kernels(row),
+        tp_comm_overlap=TP_OVERLAP_NOTE in row.notes,
+        overlap_grad_reduce=row.source.startswith(NVIDIA_SOURCES) or row.dp_impl == TORCH_DDP,
     )
 
 

@@ -74,6 +74,17 @@ class Training(Contract):
 
     `batch_rounding` and `batch_tolerance`: what a shape whose DP x micro-batch does not divide the batch runs
     (BatchRounding); the batch a shape really runs is `Shape.batch_sequences`.
+
+    Communication overlap, named and defaulted as Megatron-core names and defaults them (all off):
+    `tp_comm_overlap` (Megatron-LM `--tp-comm-overlap`, Transformer Engine userbuffers): each TP all-gather /
+    reduce-scatter of sequence parallelism is split into chunks pipelined with the GEMM it feeds or follows, so per
+    op only max(0, comm - GEMM) is exposed (costmodel.comm.tp_comm); it needs `sequence_parallel`, as Megatron-LM
+    requires. CP's ring exchange is always overlapped with the attention core (costmodel.comm.cp_comm).
+    `overlap_grad_reduce` (Megatron-core DistributedDataParallelConfig), for the `ddp` DP mode: a chunk's gradients
+    are reduced bucket by bucket as its last backward makes them final, behind that backward and the rank's later
+    work; off, every chunk's reduction starts once the rank's last backward has finished (finalize_model_grads).
+    PyTorch DDP always overlaps (set it on for it); the FSDP modes always reduce in their post-backward hooks
+    (costmodel.dp.grad_reduce_overlaps).
     """
 
     seq_len: PositiveInt = Field(le=MAX_SEQ_LEN)
@@ -91,6 +102,12 @@ class Training(Contract):
         "exact (only q | B), down m = floor(B/q), up m = ceil(B/q), nearest (ties up); m >= 1"))
     batch_tolerance: float = Field(0.05, ge=0, lt=1, description=(
         "largest relative change of the global batch accepted, |q m - B| / B, under down / up / nearest"))
+    tp_comm_overlap: bool = Field(False, description=(
+        "Megatron-LM --tp-comm-overlap: TP all-gathers / reduce-scatters pipelined with the GEMM each feeds or "
+        "follows, exposing max(0, comm - GEMM) per op; needs sequence_parallel"))
+    overlap_grad_reduce: bool = Field(False, description=(
+        "Megatron-core overlap_grad_reduce (ddp mode): DP gradient reduction bucket by bucket behind the last "
+        "backward; off, after the rank's last backward (the FSDP modes always overlap)"))
 
     @model_validator(mode="after")
     def _batch_given_once(self) -> Training:
@@ -101,6 +118,13 @@ class Training(Contract):
                 f"global_batch_tokens ({self.global_batch_tokens}) is not a multiple of "
                 f"seq_len ({self.seq_len})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _tp_overlap_needs_sequence_parallel(self) -> Training:
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise ValueError("tp_comm_overlap needs sequence_parallel (Megatron-LM overlaps the all-gathers and "
+                             "reduce-scatters of sequence parallelism)")
         return self
 
     @property

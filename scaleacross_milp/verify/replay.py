@@ -14,7 +14,9 @@ The iteration is a graph of operations; an operation starts when all its predece
                                 that needs it has finished; the DP reduction of each chunk, layer by layer as
                                 its weight gradients become ready (comm finishes at
                                 max(c0 + n d, t0 + max_i((i+1) delta + (n-i) d)), delta = window / n layers,
-                                the window being the op that finalises the gradients (t0 its start)
+                                the window being the op that finalises the gradients (t0 its start)) when the
+                                reduction overlaps (Workload.overlap_grad_reduce), else every chunk's reduction
+                                after the rank's last op (window 0)
   across buildings              when a stage's cells sit in several buildings, the chunk's reduction joins all
                                 patterns and then moves (G x_s + Q x_t) / D gradient copies s -> t (ring over
                                 the B holders, 2 (B-1) latency steps); an all-gather moves, per op, the share of
@@ -38,7 +40,7 @@ from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.actions import Action
 from scaleacross_milp.verify.network import Fabric, FluidNetwork
-from scaleacross_milp.verify.workload import Workload
+from scaleacross_milp.verify.workload import StageWork, Workload
 
 FIXED, XFER, LAYERED = 0, 1, 2
 
@@ -216,16 +218,26 @@ class _Builder:
             compute_nodes.append(node)
             self.done[g, a.stage, a.kind, a.microbatch] = node
             stream = self._sends(g, rank, a, node, work.send_s, track)
-            if self.level.dp_sync and last_backward.get(a.stage) == k:
-                previous = comm
-                comm = self.g.add(LAYERED, 0.0, comm_track, f"reduce {a.stage}", "dp", (node, previous))
+            if self.level.dp_sync and last_backward.get(a.stage) == k and self.w.overlap_grad_reduce:
                 window = stage.op_s("I") + stage.op_s("W") if self.level.whole_backward_window else stage.op_s(a.kind)
-                self.g.layered[comm] = (node, previous, stage.layers, stage.dp_s / max(1, stage.layers), window)
-                self.layered.setdefault((rank, a.stage), []).append(comm)
+                comm = self._reduce(rank, a.stage, stage, node, comm, window, comm_track)
+                tail.append(comm)
+        if self.level.dp_sync and not self.w.overlap_grad_reduce:
+            for chunk in sorted(last_backward, key=last_backward.get):
+                comm = self._reduce(rank, chunk, work.stages[chunk], compute_nodes[-1], comm, 0.0, comm_track)
                 tail.append(comm)
         self.compute_totals[track] = (totals[0], totals[1], totals[2])
         self.dp_done[g, rank] = tail
         self.stream_end[g, rank] = stream
+
+    def _reduce(self, rank: int, chunk: int, work: StageWork, op: int, previous: int | None, window: float,
+                track: str) -> int:
+        """The comm-stream node reducing `chunk`'s gradients (`work`) after `previous`, layer by layer over the last
+        `window` seconds of op `op` (window 0: all of it after `op`)."""
+        node = self.g.add(LAYERED, 0.0, track, f"reduce {chunk}", "dp", (op, previous))
+        self.g.layered[node] = (op, previous, work.layers, work.dp_s / max(1, work.layers), window)
+        self.layered.setdefault((rank, chunk), []).append(node)
+        return node
 
     def _sends(self, g: int, rank: int, a: Action, node: int, send_s: float, track: str) -> int:
         """Add the sends action `a` produces; returns the node that ends the rank's stream so far."""

@@ -13,7 +13,8 @@ model's layers in order: virtual stage s runs the layers after those of virtual 
   DP sync    the chunk's intra-building DP seconds at its real layers (costmodel.dp.chunk_sync_s, the MILP's
              IntraDPSync at full resolution: one collective over the chunk's gradient buffer under DDP and
              fsdp-no-reshard, one per layer under FSDP / HSDP), spread over its layers as their weight
-             gradients become ready
+             gradients become ready behind the chunk's last backward, or after the rank's last backward when the
+             reduction does not overlap (costmodel.dp.grad_reduce_overlaps)
   all-gather FSDP / HSDP: before every F and I/B (reshard after forward); fsdp-no-reshard: before the first F
              of each chunk only; priced as the shard-group collective of the chunk's bf16 parameters
   optimizer  the optimizer step over the rank's layers
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts, build_shape_costs
-from scaleacross_milp.costmodel.dp import chunk_sync_s
+from scaleacross_milp.costmodel.dp import chunk_sync_s, grad_reduce_overlaps
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
@@ -84,6 +85,9 @@ class Workload:
     gather_ratio: float
     """Bytes of parameters gathered per byte of gradient (beta / gradient bytes), FSDP and HSDP alike: an HSDP
     all-gather moves parameters, not the gradients its cross-replica all-reduce moves."""
+    overlap_grad_reduce: bool = False
+    """A chunk's DP reduction runs behind its last backward (costmodel.dp.grad_reduce_overlaps), else after the
+    rank's last backward."""
 
     def rank(self, building: str, rank: int) -> RankWork:
         return self.ranks[building, rank]
@@ -172,4 +176,5 @@ def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers:
                 send_s=costs.per_gpu_type[building.gpu_type].p2p_intra_s if shape.pp > 1 else 0.0,
                 nic_byte_s=AlphaBetaModel.from_gpu(gpu_type).bandwidth["fabric"],
             )
-    return Workload(resolved, costs, ranks, costs.p2p_bytes, training.bytes_per_element / training.grad_bytes_per_param)
+    return Workload(resolved, costs, ranks, costs.p2p_bytes, training.bytes_per_element / training.grad_bytes_per_param,
+                    grad_reduce_overlaps(training, variant))

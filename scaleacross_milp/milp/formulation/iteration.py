@@ -15,10 +15,13 @@ chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP
 Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
     opt >= n[j] o[k,v] + [j = 0] oE[k,v] + Hd[j] oH[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),
     opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `chosen.head_on`)
-DP synchronisation is hierarchical (inside buildings, then across); the last backward op of stage 0 hides part of
-it, layer by layer as its gradients become final (rho_o: that op's share of a stage's time under schedule o, the
-fused backward I + W, or W alone in zero-bubble schedules). Stage 0's cross-building part starts only once its
-intra-building reduction is done, after that op, so nothing hides it (dpi0, dpx0: stage 0's own terms):
+DP synchronisation is hierarchical (inside buildings, then across). When the reduction overlaps (the FSDP modes
+always, DDP under Training.overlap_grad_reduce: costmodel.dp.grad_reduce_overlaps) the last
+backward op of stage 0 hides part of it, layer by layer as its gradients become final (rho_o: that op's share of a
+stage's time under schedule o, the fused backward I + W, or W alone in zero-bubble schedules); a variant whose
+reduction starts after the rank's last backward (Megatron-core's default) has rho = 0. Stage 0's cross-building
+part starts only once its intra-building reduction is done, after that op, so nothing hides it (dpi0, dpx0:
+stage 0's own terms; rows for a variant v that does not overlap: dp_end >= dpi + dpx - M (1 - w[v])):
     dp_end >= dpi + dpx - rho_o C0 - M (1 - u[o]),    dp_overlap (choice-free floor: max_o rho_o)
     dp_end >= dpi0 + dpx0 - rho_o C0 - M (1 - u[o]),  dp_first_overlap;   dp_end >= dpx0,  dp_first
     C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
@@ -62,6 +65,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.calibration.piecewise import Breakpoints
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts
+from scaleacross_milp.costmodel.dp import grad_reduce_overlaps
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
@@ -177,16 +181,22 @@ def overlap_share(ctx: ShapeContext, option: ScheduleOption) -> float:
 
 def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Vars dp_end >= the DP synchronisation left after stage 0's last backward op, dp_exposed >= dp_end plus the
-    first cross-building gather beyond gather0 (module docstring)."""
+    first cross-building gather beyond gather0 (module docstring); a variant whose reduction does not overlap
+    (costmodel.dp.grad_reduce_overlaps) has rho = 0: dp_end >= dpi + dpx - M (1 - w[v]) (rows dp_overlap,
+    dp_first_overlap; with no overlapping variant rho_o = 0 for every o)."""
     options = list(m.O)
-    rho = [-overlap_share(ctx, ctx.options[o]) for o in options]
+    overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
+    rho = [-overlap_share(ctx, ctx.options[o]) if any(overlaps) else 0.0 for o in options]
     c0 = first_stage_floor(m, ctx)
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
     big = -min(rho) * most  # the floor row already holds dp_exposed - dpi - dpx >= -max_o rho_o C0
     m.dp_end = pyo.Var(domain=pyo.NonNegativeReals)
-    add_rows(m, "dp_overlap", choice_lower_bounds(m.dp_end - m.dpi - m.dpx, [(rho, c0)], m.u, options, big))
-    add_rows(m, "dp_first_overlap", choice_lower_bounds(m.dp_end - m.dpi0 - m.dpx0, [(rho, c0)], m.u, options, big))
+    for name, dpi, dpx in (("dp_overlap", m.dpi, m.dpx), ("dp_first_overlap", m.dpi0, m.dpx0)):
+        rows = choice_lower_bounds(m.dp_end - dpi - dpx, [(rho, c0)], m.u, options, big)
+        if any(overlaps):
+            rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
+        add_rows(m, name, rows)
     m.dp_first = pyo.Constraint(expr=m.dp_end >= m.dpx0)
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_exposed_end = pyo.Constraint(expr=m.dp_exposed >= m.dp_end)
