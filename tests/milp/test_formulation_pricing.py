@@ -81,7 +81,7 @@ def test_dp_overlap_is_stage_0_s_op_that_finalises_its_gradients(tiny, schedule,
     # One hall, PP2, 2 microbatches, DDP on an 8x oversubscribed fabric (a slow all-reduce): only the backward op
     # that finalises stage 0's gradients hides the reduction, I + W under 1F1B, W alone under ZB-H1.
     hall = [{"name": "A", "gpus": 64, "gpu_type": "h100", "pod_gpus": 16, "oversubscription": 8}]
-    instance = tiny(buildings=hall, global_batch_sequences=8,
+    instance = tiny(buildings=hall, global_batch_sequences=8, overlap_grad_reduce=True,
                     search={"dp_modes": ["ddp"], "schedules": [schedule]})
     ctx = shape_context(instance, Shape(tp=8, pp=2, dp=4, micro_batch=1, microbatches=2),
                         route_table(instance.topology))

@@ -15,7 +15,7 @@ LINK = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 50}]
 
 def makespans(tiny, schedule: Schedule, buildings: str) -> dict[str, float]:
     """C, C0, D, D2 of a 2-stage DDP job, stage j in building buildings[j] (4 cells of TP 8 each)."""
-    instance = tiny(buildings=TWO, links=LINK)
+    instance = tiny(buildings=TWO, links=LINK, overlap_grad_reduce=True)
     layout = Layout(shape={"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 8}, schedule=schedule,
                     dp_mode=DPMode.ddp, stages=[{"stage": j, "layers": 16, "cells_per_building": {b: 4}}
                                                 for j, b in enumerate(buildings)])
