@@ -194,7 +194,7 @@ def solve(
             from scaleacross_milp.report.comparison import render_comparison
 
             rows = compare_baselines(spec, verification.tokens_per_s, time_limit)
-            render_comparison(rows, verification.iteration_s, verification.tokens_per_s, console())
+            render_comparison(rows, verification, console())
             plan = plan.model_copy(update={"comparison": rows})
     if output is not None:
         write_plan(plan, output, force)

@@ -73,3 +73,24 @@ def test_instance_schema_describes_the_prices_and_objectives():
                          ("SearchOptions", "min_tokens_per_s")]:
         assert defs[model]["properties"][field]["description"], (model, field)
     assert defs["Objective"]["enum"] == ["time", "cost"]
+
+
+def test_compare_prices_every_baseline_at_the_instance_s_prices(instance_file, tmp_path):
+    # Each baseline's replay carries its cost (the verifier prices every replay when the instance gives prices), and
+    # the comparison table sets $ per iteration and per million tokens beside the times.
+    plan_path = tmp_path / "plan.json"
+    result = runner.invoke(cli.app, ["solve", str(instance_file()), "--compare", "--quiet", "-o", str(plan_path)],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert re.search(r"┃ kind .* \$/iteration .* \$/M tokens ", result.stdout)
+    plan = json.loads(plan_path.read_text())
+    for row in plan["comparison"]:
+        if row["iteration_s"] is None:
+            continue
+        cost = row["cost"]
+        held_usd_s = sum(h["gpus"] * (2.0 if h["name"] == "near" else 6.0) / 3600 for h in
+                         [{"name": "near", "gpus": 16}, {"name": "far", "gpus": 16}]
+                         if any(h["name"] in stage["cells_per_building"] for stage in row["layout"]["stages"]))
+        assert cost["iteration_s"] == pytest.approx(row["iteration_s"])
+        assert cost["gpu_usd"] == pytest.approx(held_usd_s * row["iteration_s"], rel=1e-9), row["kind"]
+        assert cost["usd_per_iteration"] == pytest.approx(cost["gpu_usd"] + cost["egress_usd"])

@@ -32,5 +32,6 @@ def compare(instance: Instance, plan_tokens_per_s: float, time_limit_s: float | 
             continue
         rows.append(BaselineComparison(
             kind=kind.value, layout=result.layout, iteration_s=result.iteration_s, tokens_per_s=result.tokens_per_s,
-            speedup=plan_tokens_per_s / result.tokens_per_s - 1, note="; ".join(result.notes)))
+            speedup=plan_tokens_per_s / result.tokens_per_s - 1, cost=result.verification.cost,
+            note="; ".join(result.notes)))
     return rows

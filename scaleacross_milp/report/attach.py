@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaleacross_milp.costmodel.price import iteration_cost, priced
 from scaleacross_milp.report.usage import plan_usage
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Layout, Plan, Verification
@@ -24,24 +23,10 @@ def attach_usage(spec: Instance, plan: Plan) -> Plan:
 def attach_verification(spec: Instance, layout: Layout, base_dir: Path, predicted_s: float | None = None
                         ) -> tuple[Layout, Verification, ReplayResult]:
     """Replay `layout` (verify.verifier.verify, looked up when called, compared with `predicted_s` for a layout that
-    is not a Plan): the layout with the verification attached when it is a Plan, the verification (priced by
-    `verified_cost`) and the replay's records; InputError or replay.DeadlockError when it cannot be replayed."""
+    is not a Plan): the layout with the verification attached when it is a Plan, the verification (with its cost
+    when the instance gives prices) and the replay's records; InputError or replay.DeadlockError when it cannot be
+    replayed."""
     verification, run = verifier.verify(spec, layout, base_dir, predicted_s)
-    verification = verified_cost(spec, layout, base_dir, verification)
     if isinstance(layout, Plan):
         layout = layout.model_copy(update={"verification": verification})
     return layout, verification, run
-
-
-def verified_cost(spec: Instance, layout: Layout, base_dir: Path, verification: Verification) -> Verification:
-    """The verification with `cost` (costmodel.price.iteration_cost) at the replayed time and the GB the replay sent
-    over each link in each direction, holding the buildings of the layout's resolved stages; unchanged when the
-    instance gives no prices."""
-    if not priced(spec):
-        return verification
-    stages = check(spec, layout, base_dir, allow_infeasible=True).stages
-    held = {k for stage in stages for k in stage.cells_per_building}
-    sent = [(load.a, load.b, load.pp_gbyte + load.dp_gbyte) for load in verification.links]
-    cost = iteration_cost(spec, held, verification.iteration_s, sent,
-                          layout.shape.batch_sequences * spec.training.seq_len)
-    return verification.model_copy(update={"cost": cost})

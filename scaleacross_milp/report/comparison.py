@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from scaleacross_milp.baselines import BaselineResult
-from scaleacross_milp.report.summary import dp_mode_label, percent, schedule_label, seconds
-from scaleacross_milp.spec.plan import BaselineComparison, Layout
+from scaleacross_milp.report.summary import dp_mode_label, percent, schedule_label, seconds, usd
+from scaleacross_milp.spec.plan import BaselineComparison, Cost, Layout, Verification
 
 
 def layout_label(layout: Layout) -> str:
@@ -16,22 +16,33 @@ def layout_label(layout: Layout) -> str:
     return f"{layout.shape.label()}, {schedule_label(layout)}, {dp_mode_label(layout)}"
 
 
-def comparison_table(rows: list[BaselineComparison], plan_s: float, plan_tokens_per_s: float) -> Table:
+def comparison_table(rows: list[BaselineComparison], plan: Verification) -> Table:
+    """The plan's replay and each baseline's: iteration, tokens/s, speedup and, when the instance gives prices,
+    $ per iteration and per million tokens."""
     table = Table(title="Optimiser vs baselines (each replayed by the verifier)")
-    for column in ("kind", "iteration", "tokens/s", "speedup", "layout", "note"):
-        table.add_column(column, justify="right" if column in ("iteration", "tokens/s", "speedup") else "left")
-    table.add_row("optimiser", seconds(plan_s), f"{plan_tokens_per_s:,.0f}", "", "this plan", "")
+    costed = plan.cost is not None
+    money = ("$/iteration", "$/M tokens") if costed else ()
+    numbers = ("iteration", "tokens/s", "speedup", *money)
+    for column in ("kind", *numbers, "layout", "note"):
+        table.add_column(column, justify="right" if column in numbers else "left")
+
+    def dollars(cost: Cost | None) -> tuple[str, ...]:
+        if not costed:
+            return ()
+        return ("-", "-") if cost is None else (usd(cost.usd_per_iteration), usd(cost.usd_per_million_tokens))
+
+    table.add_row("optimiser", seconds(plan.iteration_s), f"{plan.tokens_per_s:,.0f}", "", *dollars(plan.cost),
+                  "this plan", "")
     for row in rows:
         table.add_row(row.kind, seconds(row.iteration_s),
                       f"{row.tokens_per_s:,.0f}" if row.tokens_per_s is not None else "-",
                       f"{'+' if row.speedup >= 0 else ''}{percent(row.speedup)}" if row.speedup is not None else "-",
-                      escape(layout_label(row.layout)) if row.layout else "-", escape(row.note))
+                      *dollars(row.cost), escape(layout_label(row.layout)) if row.layout else "-", escape(row.note))
     return table
 
 
-def render_comparison(rows: list[BaselineComparison], plan_s: float, plan_tokens_per_s: float,
-                      console: Console) -> None:
-    console.print(comparison_table(rows, plan_s, plan_tokens_per_s))
+def render_comparison(rows: list[BaselineComparison], plan: Verification, console: Console) -> None:
+    console.print(comparison_table(rows, plan))
     console.print("speedup = optimiser tokens/s / baseline tokens/s - 1 (baseline time / optimiser time - 1 at the "
                   "same batch)")
 

@@ -320,6 +320,7 @@ class BaselineComparison(Contract):
     iteration_s: NonNegativeFloat | None = Field(None, description="the verifier's iteration time")
     tokens_per_s: NonNegativeFloat | None = None
     speedup: float | None = Field(None, description="optimiser tokens/s / baseline tokens/s - 1")
+    cost: Cost | None = Field(None, description="the baseline's iteration at the instance's prices, when it gives them")
     note: str = ""
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from scaleacross_milp.costmodel.price import iteration_cost, priced
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Effect, Layout, LinkLoad, Plan, Verification, VerifiedBreakdown
@@ -58,7 +59,9 @@ STEADY_PRICED = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.zb_h1, Schedule.
 def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
            predicted_s: float | None = None) -> tuple[Verification, ReplayResult]:
     """Replay `layout` on `instance`; compare with the plan's prediction when it is a Plan, else with `predicted_s`
-    (the optimiser's price of the layout, `milp.price`) when given."""
+    (the optimiser's price of the layout, `milp.price`) when given. When the instance gives prices, the verification
+    carries the iteration's cost (costmodel.price.iteration_cost) at the replayed time, holding the buildings of the
+    resolved stages and paying egress on the GB the replay sent over each link and direction."""
     started = time.perf_counter()
     resolved = resolve(instance, layout, base_dir)
     workload = build_workload(instance, resolved)
@@ -79,6 +82,10 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
     tokens = layout.shape.batch_sequences * instance.training.seq_len
+    links = _link_loads(d, total)
+    cost = iteration_cost(instance, {k for stage in resolved.stages for k in stage.cells_per_building}, total,
+                          [(load.a, load.b, load.pp_gbyte + load.dp_gbyte) for load in links], tokens) if priced(
+        instance) else None
     notes = list(resolved.notes) + [
         f"{len(resolved.patterns)} distinct pipeline pattern(s) replayed for {layout.shape.dp:,} pipelines; "
         f"schedule {resolved.actions.name}, {resolved.actions.stages} virtual stages; DP {resolved.variant.label()}."
@@ -87,7 +94,7 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
         iteration_s=total, breakdown=parts, predicted_s=predicted, difference_s=difference,
         relative_difference=difference / predicted if predicted else None,
         tokens_per_s=tokens / total if total > 0 else 0.0, patterns=len(resolved.patterns),
-        pipelines=layout.shape.dp, links=_link_loads(d, total), effects=effects,
+        pipelines=layout.shape.dp, links=links, effects=effects, cost=cost,
         residual_s=difference - sum(e.seconds for e in effects) if difference is not None else None,
         tolerance=TOLERANCE if predicted is not None else None, notes=notes,
         replay_wall_s=time.perf_counter() - started,
