@@ -546,11 +546,14 @@ def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: 
                    threads: int | None) -> Incumbent | None:
     """`seed_plan`'s layout as the search's first incumbent: priced in the whole instance by its MILP with every
     decision fixed (`price.fixed_layout_model`; the cost tables take each GPU type's slowest building in the whole
-    instance, so the one-building solve's own price is not comparable), its model kept for the final polish."""
+    instance, so the one-building solve's own price is not comparable), over the buildings it uses only (as
+    `ShapeSearch.try_restriction` builds restrictions: a model of one building, not of the whole topology), its model
+    kept for the final polish."""
     plan = seed_plan(instance, limit_s, gap, threads)
     if plan is None:
         return None
-    ctx, model = fixed_layout_model(instance, plan, routes)
+    used = {k for stage in plan.stages for k in stage.cells_per_building}
+    ctx, model = fixed_layout_model(instance, plan, routes.among([k for k in routes.buildings if k in used]))
     highs = HighsModel(model)
     outcome = solve_milp(highs, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
     if outcome.incumbent is None:
