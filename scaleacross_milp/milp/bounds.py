@@ -295,8 +295,9 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
 
 CYCLE_STEPS = 4
 """Cap changes c_0 = c(n0) < c_1 < ... at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
-BISECTIONS = 32
-"""Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^32 of the least X."""
+BISECTIONS = 20
+"""Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^20 (a millionth of the whole
+model's gather time) of the least X; the low end is returned, so fewer halvings only loosen the floor that much."""
 
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,

@@ -208,14 +208,27 @@ class ShapeContext:
             table[o, self.head_stage(option)] += [gpu.last_stage_extra.total_s for gpu in gpus]
         return table
 
+    @cached_property
+    def building_index(self) -> dict[str, int]:
+        """Position of each building in `buildings` (the tables' building axis)."""
+        return {k: i for i, k in enumerate(self.buildings)}
+
+    @cached_property
+    def stage_fixed_floor_table(self) -> dict[int | None, np.ndarray]:
+        """floor[head][j, k]: `stage_fixed_table` least over the options running the LM head on stage `head` (over
+        every option for None), one array per head stage the options use; the bounds read it for every stage and
+        building many times per shape."""
+        heads = {None, *(self.head_stage(option) for option in self.options)}
+        return {head: self.stage_fixed_table[self.head_options(head)].min(axis=0) for head in heads}
+
     def stage_fixed_s(self, j: int, k: str, option: ScheduleOption) -> float:
         """Fixed seconds of stage j in building k per microbatch under `option` (`stage_fixed_table`)."""
-        return float(self.stage_fixed_table[self.options.index(option), j, self.buildings.index(k)])
+        return float(self.stage_fixed_table[self.options.index(option), j, self.building_index[k]])
 
     def stage_fixed_floor_s(self, j: int, k: str, head: int | None = None) -> float:
         """The least fixed seconds of stage j in building k over the shape's schedule options (those running the
-        LM head on stage `head`, when given)."""
-        return float(self.stage_fixed_table[self.head_options(head), j, self.buildings.index(k)].min())
+        LM head on stage `head`, when given; `stage_fixed_floor_table`)."""
+        return float(self.stage_fixed_floor_table[head][j, self.building_index[k]])
 
     @property
     def chunk_counts(self) -> list[int]:
