@@ -68,8 +68,11 @@ class ResolvedLayout:
         return self.stages[stage].cells_per_building
 
     def placed(self) -> Layout:
-        """The layout with everything the replay resolved written out: stages, pipeline routes, transports."""
+        """The layout with everything the replay resolved written out: the schedule replayed, the HSDP replica
+        groups, stages, pipeline routes and transports."""
+        replicas = self.variant.replicas if self.variant.mode is DPMode.hsdp else None
         return self.layout.model_copy(update={
+            "schedule": self.schedule or self.layout.schedule, "hsdp_replicas": replicas,
             "stages": list(self.stages), "transports": dict(self.transports),
             "pipelines": [PipelineRoute(buildings=list(p.buildings), pipelines=p.pipelines) for p in self.patterns]})
 

@@ -12,6 +12,7 @@ from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.price import fixed_layout_model, price_layout
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Layout
+from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.verifier import verify
 
 UNEVEN_FSDP = {
@@ -86,3 +87,15 @@ def test_interleaving_hides_a_far_link_s_latency_behind_its_warm_up_as_the_repla
     ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
     assert solve_milp(HighsModel(m), time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
     assert pyo.value(m.cycle) == pytest.approx(max(pyo.value(m.Cst[j]) for j in m.J), rel=1e-6)
+
+
+def test_a_layout_is_priced_as_the_replay_resolves_it(solved_bundled):
+    # Without pipelining the replay runs 1F1B whatever schedule the layout names (ZB-V here): the placed layout
+    # carries the schedule replayed, so the MILP prices the same iteration as a layout that names 1F1B.
+    instance, _ = solved_bundled("dp-out-2b-far-llama3-8b")
+    bare = {"instance": instance.name, "shape": {"tp": 8, "pp": 1, "dp": 4, "micro_batch": 1, "microbatches": 128},
+            "dp_mode": "fsdp"}
+    zb_v, one_f_one_b = (resolve(instance, Layout.model_validate({**bare, "schedule": schedule})).placed()
+                         for schedule in ("zb-v", "1f1b"))
+    assert zb_v.schedule.value == "1f1b"
+    assert price_layout(instance, zb_v) == pytest.approx(price_layout(instance, one_f_one_b), rel=1e-9)
