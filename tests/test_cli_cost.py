@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleacross_milp import cli
-from tests.pricing import priced_halls
+from tests.pricing import FAR_USD, NEAR_USD, priced_halls
 
 runner = CliRunner()
 
@@ -88,9 +88,8 @@ def test_compare_prices_every_baseline_at_the_instance_s_prices(instance_file, t
         if row["iteration_s"] is None:
             continue
         cost = row["cost"]
-        held_usd_s = sum(h["gpus"] * (2.0 if h["name"] == "near" else 6.0) / 3600 for h in
-                         [{"name": "near", "gpus": 16}, {"name": "far", "gpus": 16}]
-                         if any(h["name"] in stage["cells_per_building"] for stage in row["layout"]["stages"]))
+        held = {k for stage in row["layout"]["stages"] for k in stage["cells_per_building"]}
+        held_usd_s = sum(16 * price / 3600 for hall, price in (("near", NEAR_USD), ("far", FAR_USD)) if hall in held)
         assert cost["iteration_s"] == pytest.approx(row["iteration_s"])
         assert cost["gpu_usd"] == pytest.approx(held_usd_s * row["iteration_s"], rel=1e-9), row["kind"]
         assert cost["usd_per_iteration"] == pytest.approx(cost["gpu_usd"] + cost["egress_usd"])
