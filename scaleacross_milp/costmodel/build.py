@@ -22,7 +22,9 @@ Collectives (TP / CP / EP, p2p, intra-building DP) are priced by the instance's 
 name ("H100" matches "h100-sxm"), with AlphaBetaModel.from_gpu for what the profile does not measure; any other
 GPU type is priced by AlphaBetaModel.from_gpu alone.
 The profile is resolved once per instance (`instance_tables`), and what depends only on the cell (micro-batch, TP,
-CP, EP) is priced once per GPU type and shared by every shape with that cell (`CellCosts`).
+CP, EP) is priced once per GPU type and shared by every shape with that cell (`CellCosts`). The DP terms depend on
+the building's fabric too (its size, pods and oversubscription: `costmodel.dp`), so a shape is priced once per
+pricing class of buildings (`InstanceTables.classes`), each class with its own DP terms.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from scaleacross_milp.costmodel.comm import (
     tp_comm,
 )
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes, ShapeCosts
-from scaleacross_milp.costmodel.dp import IntraDPSync
+from scaleacross_milp.costmodel.dp import IntraDPSync, dp_rings
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.model import ModelSpec
@@ -154,23 +156,32 @@ class CellCosts:
 @dataclass(frozen=True)
 class InstanceTables:
     """What pricing a shape reads that no shape changes, built once per instance (`instance_tables`) and shared by
-    its shapes: each GPU type in use with its collective model (the profile resolved once) and its buildings that
-    price a collective alike, and the `CellCosts` priced so far, by (GPU type, micro-batch, TP, CP, EP)."""
+    its shapes: each GPU type in use with its collective model (the profile resolved once), the buildings' pricing
+    classes, and the `CellCosts` priced so far, by (GPU type, micro-batch, TP, CP, EP)."""
 
     comm: dict[str, CollectiveModel]
-    buildings: dict[str, tuple[Building, ...]]
+    classes: dict[str, Building]
+    """Pricing classes: buildings that price every term alike (same GPU type, GPUs, pod size and oversubscription),
+    each keyed by and represented by its first building."""
+    building_class: dict[str, str]
+    """Each building's class key."""
     hbm_bytes: float
     """The largest usable HBM over the GPU types in use (`usable_hbm_bytes`)."""
     cells: dict[tuple[str, int, int, int, int], CellCosts] = field(default_factory=dict)
 
 
 def instance_tables(instance: Instance) -> InstanceTables:
-    """The instance's shared pricing tables, in `instance.gpu_types` order (module docstring)."""
+    """The instance's shared pricing tables, in `instance.gpu_types` and building order (module docstring)."""
     used = {bd.gpu_type for bd in instance.topology.buildings}
     comm = {name: collective_model(instance, name, gpu) for name, gpu in instance.gpu_types.items() if name in used}
-    buildings = {name: tuple({(bd.gpus, bd.pod_gpus, bd.oversubscription): bd for bd in instance.topology.buildings
-                              if bd.gpu_type == name}.values()) for name in comm}
-    return InstanceTables(comm, buildings, max(usable_hbm_bytes(instance.gpu_types[name]) for name in comm))
+    first: dict[tuple, Building] = {}
+    for bd in instance.topology.buildings:
+        first.setdefault((bd.gpu_type, bd.gpus, bd.pod_gpus, bd.oversubscription), bd)
+    building_class = {bd.name: first[bd.gpu_type, bd.gpus, bd.pod_gpus, bd.oversubscription].name
+                      for bd in instance.topology.buildings}
+    classes = {bd.name: bd for bd in first.values()}
+    return InstanceTables(comm, classes, building_class,
+                          max(usable_hbm_bytes(instance.gpu_types[name]) for name in comm))
 
 
 def usable_hbm_bytes(gpu: GPUType) -> float:
@@ -216,16 +227,17 @@ def cell_costs(instance: Instance, shape: Shape, gpu_name: str, tables: Instance
     return tables.cells[key]
 
 
-def _gpu_costs(
-    instance: Instance, shape: Shape, variants: list[DPVariant], gpu_name: str, tables: InstanceTables
+def _building_costs(
+    instance: Instance, shape: Shape, variants: list[DPVariant], building: Building, tables: InstanceTables
 ) -> GPUCosts:
+    """`shape` priced in `building`: its GPU type's `CellCosts` and the DP terms of its fabric."""
+    gpu_name = building.gpu_type
     model, training, gpu = instance.model_spec, instance.training, instance.gpu_types[gpu_name]
     cell = cell_costs(instance, shape, gpu_name, tables)
     params = memory.average_layer_params(model)
     d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
     g = training.grad_bytes_per_param
-    dp_intra = {v: IntraDPSync(tables.comm[gpu_name], shape, tables.buildings[gpu_name], v, d_gpu * g, e_gpu * g,
-                               gpu.nvlink_domain_gpus)
+    dp_intra = {v: IntraDPSync(tables.comm[gpu_name], shape, building, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
                 for v in variants}
     layers = _param_dp_costs(shape, training, gpu, dp_intra, d_gpu, e_gpu)
     return GPUCosts(
@@ -266,16 +278,24 @@ def _param_dp_costs(shape: Shape, training: Training, gpu: GPUType, dp_intra: di
 
 def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant],
                       tables: InstanceTables | None = None) -> ShapeCosts:
-    """Price `shape` on every GPU type used by some building of `instance`, under each DP variant (`tables`: the
-    instance's shared pricing tables, built here when not given)."""
+    """Price `shape` in every pricing class of `instance`'s buildings (`InstanceTables.classes`), under each DP
+    variant (`tables`: the instance's shared pricing tables, built here when not given); classes that price it alike
+    share one `GPUCosts`."""
     model, training = instance.model_spec, instance.training
     tables = tables or instance_tables(instance)
-    per_gpu = {name: _gpu_costs(instance, shape, variants, name, tables) for name in tables.comm}
+    per_class, priced = {}, {}
+    for key, bd in tables.classes.items():  # classes whose DP rings match price the shape alike: one GPUCosts
+        nvlink = instance.gpu_types[bd.gpu_type].nvlink_domain_gpus
+        rings = (bd.gpu_type, *(dp_rings(shape, bd, v, nvlink) for v in variants))
+        if rings not in priced:
+            priced[rings] = _building_costs(instance, shape, variants, bd, tables)
+        per_class[key] = priced[rings]
     memory_use = memory.shape_memory(model, shape, training, variants)
     g = training.grad_bytes_per_param
     return ShapeCosts(
         shape=shape,
-        per_gpu_type=per_gpu,
+        per_class=per_class,
+        building_class=tables.building_class,
         p2p_bytes=shape.micro_batch * training.seq_len * model.hidden * training.bytes_per_element,
         activation_bytes_per_layer=memory_use.activation_bytes_per_layer,
         layer_state_bytes=memory_use.layer_state_bytes,

@@ -1,7 +1,6 @@
-"""Per-shape cost tables: the numbers the MILP (and later the verifier) read, built from costmodel formulas.
+"""Per-shape cost tables: the numbers the MILP and the verifier read, built by `costmodel.build`.
 
-CONTRACT (fields and meaning are fixed; the builder is implemented in this package):
-all times in seconds, all sizes in bytes, "per GPU" means one GPU of the stage cell.
+All times in seconds, all sizes in bytes; "per GPU" means one GPU of the stage cell.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from scaleacross_milp.spec.search import DPMode
 
 if TYPE_CHECKING:
     from scaleacross_milp.costmodel.dp import IntraDPSync
-    from scaleacross_milp.spec.instance import Instance
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class FixedParamCosts:
 
 @dataclass(frozen=True)
 class GPUCosts:
-    """One shape priced on one GPU type (and that building's fabric)."""
+    """One shape priced in one building: its GPU type's compute and communication, and its fabric's DP terms."""
 
     layer: OpTimes
     """One average transformer layer (dense/MoE mix weighted by the model's layer counts), one microbatch, per
@@ -81,7 +79,7 @@ class GPUCosts:
     """Intra-building DP synchronisation per step under each variant that is not hidden behind compute, as a
     function of a stage's layers (`IntraDPSync.stage_s`: one collective over a
     chunk's whole gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP; hierarchical
-    algorithms; pods and oversubscription of the type's buildings)."""
+    algorithms; the building's pods and oversubscription)."""
     embedding_dp: FixedParamCosts
     """DP sync, all-gather and optimizer step of the embedding (virtual stage 0)."""
     head_dp: FixedParamCosts
@@ -96,7 +94,11 @@ class GPUCosts:
 @dataclass(frozen=True)
 class ShapeCosts:
     shape: Shape
-    per_gpu_type: dict[str, GPUCosts]
+    per_class: dict[str, GPUCosts]
+    """The shape priced in each pricing class of buildings (`costmodel.build.InstanceTables.classes`), keyed by the
+    class's first building."""
+    building_class: dict[str, str]
+    """Each building's class key."""
     p2p_bytes: float
     """Activation bytes of one microbatch of one pipeline crossing a stage boundary, one direction
     (b*s*h*beta)."""
@@ -117,12 +119,9 @@ class ShapeCosts:
     model_flops_per_iteration: float
     """6 * params-active * tokens + attention, recompute not counted: the MFU numerator."""
     stage_fixed_bytes: dict[DPVariant, float] = field(default_factory=dict)
-    """ADDED: per-GPU bytes every stage holds whatever its layer count: FSDP/HSDP transient unsharded buffers
+    """Per-GPU bytes every stage holds whatever its layer count: FSDP/HSDP transient unsharded buffers
     (2 layers of weights + 1 of gradients); 0 for DDP and fsdp-no-reshard."""
 
-
-def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> ShapeCosts:
-    """Price one shape under each DP variant on every GPU type in use (implementation in build.py)."""
-    from scaleacross_milp.costmodel.build import build_shape_costs as _build
-
-    return _build(instance, shape, variants)
+    def building(self, name: str) -> GPUCosts:
+        """The shape priced in building `name` (its class's entry)."""
+        return self.per_class[self.building_class[name]]

@@ -6,7 +6,7 @@ reduce-scatter / all-gather inside each pod at NIC bandwidth B and the cross-pod
 
 Exposure (overlap assumptions), for a stage of n layers in c model chunks (c = 1, or the schedule's chunks
 per rank), per-GPU gradient bytes per layer d (dense) and e (experts), and t(D, E) = one collective over D
-dense and E expert bytes (`dp_intra_collective_s`, the slowest building of the GPU type):
+dense and E expert bytes in the stage's building (`dp_intra_collective_s`):
   DDP            Megatron-core reduces each chunk's whole contiguous gradient buffer: c t(n d / c, n e / c), as
                  ONE all-reduce after the last backward with overlap_grad_reduce off (its default); with it on the
                  same time is spread over the chunk's layers as the last backward finalises them (its buckets,
@@ -125,6 +125,39 @@ def hierarchical_time_s(
     return t
 
 
+@dataclass(frozen=True)
+class DPRing:
+    """The ranks one intra-building DP collective runs over, and what of the building's fabric it meets: its tier,
+    ranks per node and per pod, and the oversubscription above the pods (1 when the ranks fit one pod)."""
+
+    ranks: int
+    tier: Tier
+    ranks_per_node: int
+    ranks_per_pod: int
+    oversubscription: float
+
+
+def dp_rings(shape: Shape, building: Building, variant: DPVariant, nvlink_domain_gpus: int = 8
+             ) -> tuple[DPRing, DPRing]:
+    """The (dense, expert) DP groups of one stage in `building` (`dp_intra_collective_s`): dp*cp dense and dp*cp/ep
+    expert ranks (the HSDP shard group divides by replicas), capped at the DP members that fit in the building; over
+    NVLink when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over the
+    fabric max(1, domain // (tp*pp)) DP peers share a node. Two buildings whose rings are equal price every DP
+    collective of the shape alike."""
+    r = variant.replicas if variant.mode is DPMode.hsdp else 1
+    slot = shape.tp * shape.pp  # GPUs of one DP x CP rank of a stage slot
+    members_in_building = max(1, building.gpus // slot)
+    ranks_per_pod = max(1, (building.pod_gpus or building.gpus) // slot)
+    rings = []
+    for group in (shape.dp * shape.cp, shape.dp * shape.cp // shape.ep):
+        n = min(max(1, group // r) if variant.mode is DPMode.hsdp else group, members_in_building)
+        tier: Tier = "nvlink" if n * slot <= nvlink_domain_gpus else "fabric"
+        per_node = max(1, min(n, nvlink_domain_gpus // slot))
+        in_pod = min(n, ranks_per_pod)
+        rings.append(DPRing(n, tier, per_node, in_pod, building.oversubscription if n > in_pod else 1.0))
+    return rings[0], rings[1]
+
+
 def dp_intra_collective_s(
     comm: CollectiveModel,
     shape: Shape,
@@ -135,38 +168,24 @@ def dp_intra_collective_s(
     nvlink_domain_gpus: int = 8,
 ) -> float:
     """One intra-building DP collective (all-reduce for DDP, else reduce-scatter) of one GPU's `*_grad_bytes`
-    (dense split over tp, experts over tp*ep). The DP group (dp*cp dense, dp*cp/ep experts; the HSDP shard
-    group divides by replicas) is capped at the DP members that fit in the building; it runs over NVLink when
-    the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over the fabric
-    max(1, domain // (tp*pp)) DP peers share a node."""
-    r = variant.replicas if variant.mode is DPMode.hsdp else 1
-    members_in_building = max(1, building.gpus // (shape.tp * shape.pp))  # DP x CP ranks of one stage slot
-    ranks_per_pod = max(1, (building.pod_gpus or building.gpus) // (shape.tp * shape.pp))
+    (dense split over tp, experts over tp*ep) over the stage's `dp_rings` in `building`, each hierarchical
+    (`hierarchical_time_s`)."""
     collective: Collective = "all_reduce" if variant.mode is DPMode.ddp else "reduce_scatter"
-    total = 0.0
-    for nbytes, group in (
-        (dense_grad_bytes, shape.dp * shape.cp),
-        (expert_grad_bytes, shape.dp * shape.cp // shape.ep),
-    ):
-        n = min(max(1, group // r) if variant.mode is DPMode.hsdp else group, members_in_building)
-        tier: Tier = "nvlink" if n * shape.tp * shape.pp <= nvlink_domain_gpus else "fabric"
-        per_node = max(1, min(n, nvlink_domain_gpus // (shape.tp * shape.pp)))
-        total += hierarchical_time_s(
-            comm, collective, n, nbytes, ranks_per_pod, building.oversubscription, tier, per_node
-        )
-    return total
+    return sum(hierarchical_time_s(comm, collective, ring.ranks, nbytes, ring.ranks_per_pod, ring.oversubscription,
+                                   ring.tier, ring.ranks_per_node)
+               for nbytes, ring in zip((dense_grad_bytes, expert_grad_bytes),
+                                       dp_rings(shape, building, variant, nvlink_domain_gpus), strict=True))
 
 
 @dataclass(frozen=True, eq=False)
 class IntraDPSync:
-    """The exposed intra-building DP synchronisation of a stage on one GPU type under one variant, per step, as a
+    """The exposed intra-building DP synchronisation of a stage in one building under one variant, per step, as a
     function of the stage's layers (module docstring): the one definition the MILP (through breakpoints), its
     bounds and the verifier price."""
 
     comm: CollectiveModel
     shape: Shape
-    buildings: tuple[Building, ...]
-    """The buildings of the GPU type: the slowest one prices a collective."""
+    building: Building
     variant: DPVariant
     dense_grad_bytes_per_layer: float
     expert_grad_bytes_per_layer: float
@@ -178,9 +197,9 @@ class IntraDPSync:
         return self.variant.mode in (DPMode.fsdp, DPMode.hsdp)
 
     def collective_s(self, dense_grad_bytes: float, expert_grad_bytes: float) -> float:
-        """t(D, E): one collective over D dense and E expert bytes per GPU, in the slowest building."""
-        return max(dp_intra_collective_s(self.comm, self.shape, bd, self.variant, dense_grad_bytes,
-                                         expert_grad_bytes, self.nvlink_domain_gpus) for bd in self.buildings)
+        """t(D, E): one collective over D dense and E expert bytes per GPU."""
+        return dp_intra_collective_s(self.comm, self.shape, self.building, self.variant, dense_grad_bytes,
+                                     expert_grad_bytes, self.nvlink_domain_gpus)
 
     @cached_property
     def layer_s(self) -> float:
@@ -197,7 +216,7 @@ class IntraDPSync:
 
 
 def chunk_sync_s(layers: Sequence[IntraDPSync]) -> float:
-    """One model chunk holding one layer priced by each entry (same GPU type and variant; layers of different
+    """One model chunk holding one layer priced by each entry (same building and variant; layers of different
     kinds, e.g. dense and MoE): their sum in per-layer units, else one collective over their summed bytes."""
     first = layers[0]
     if first.per_layer_units:

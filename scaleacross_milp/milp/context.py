@@ -113,7 +113,7 @@ class ShapeContext:
     @property
     def hbm_bytes(self) -> float:
         """The largest usable HBM over the shape's GPU types."""
-        return max(gpu.hbm_usable_bytes for gpu in self.costs.per_gpu_type.values())
+        return max(gpu.hbm_usable_bytes for gpu in self.costs.per_class.values())
 
     @property
     def buildings(self) -> list[str]:
@@ -124,8 +124,22 @@ class ShapeContext:
 
     @cached_property
     def building_costs(self) -> dict[str, GPUCosts]:
-        """The cost table of each building's GPU type."""
-        return {b.name: self.costs.per_gpu_type[b.gpu_type] for b in self.instance.topology.buildings}
+        """The cost table of each building (`ShapeCosts.building`)."""
+        return {b.name: self.costs.building(b.name) for b in self.instance.topology.buildings}
+
+    @cached_property
+    def price_groups(self) -> dict[str, list[str]]:
+        """The shape's buildings grouped by the cost table they share (buildings that price the shape alike, DP terms
+        included, share one: `costmodel.build.build_shape_costs`), each group keyed by its first building."""
+        groups: dict[int, list[str]] = {}
+        for k in self.buildings:
+            groups.setdefault(id(self.gpu(k)), []).append(k)
+        return {group[0]: group for group in groups.values()}
+
+    @cached_property
+    def price_group(self) -> dict[str, str]:
+        """Each of the shape's buildings' `price_groups` key."""
+        return {k: key for key, group in self.price_groups.items() for k in group}
 
     def max_cells(self, building: str) -> int:
         """Stage cells that fit in a building, capped by the cells one stage needs."""
@@ -245,13 +259,13 @@ class ShapeContext:
     def _dp_sync_curves(self) -> dict[tuple[str, DPVariant, int], Breakpoints]:
         return {}
 
-    def dp_sync_curve(self, gpu_type: str, variant: DPVariant, chunks: int) -> Breakpoints:
-        """Breakpoints of a stage's exposed intra-building DP time over its layers n (`IntraDPSync.stage_s` with
-        `chunks` model chunks per rank), at integers 1..L-p+1 with chords within 1 % (exact at the breakpoints):
-        the MILP's piecewise-linear term and what its bounds read. Built on first use; one curve for every chunk
-        count when the variant reduces per layer."""
-        sync = self.costs.per_gpu_type[gpu_type].dp_intra[variant]
-        key = (gpu_type, variant, 1 if sync.per_layer_units else chunks)
+    def dp_sync_curve(self, building: str, variant: DPVariant, chunks: int) -> Breakpoints:
+        """Breakpoints of a stage's exposed intra-building DP time in `building` over its layers n
+        (`IntraDPSync.stage_s` with `chunks` model chunks per rank), at integers 1..L-p+1 with chords within 1 %
+        (exact at the breakpoints): the MILP's piecewise-linear term and what its bounds read. Built on first use,
+        once per price group; one curve for every chunk count when the variant reduces per layer."""
+        sync = self.gpu(building).dp_intra[variant]
+        key = (self.price_group[building], variant, 1 if sync.per_layer_units else chunks)
         if key not in self._dp_sync_curves:
             most = max(2, self.instance.model_spec.layers - self.shape.pp + 1)
             self._dp_sync_curves[key] = breakpoints(lambda n: sync.stage_s(n, key[2]), 1, most, integer=True)
@@ -263,14 +277,13 @@ class ShapeContext:
 
     def dp_sync_floor_s(self, variant: DPVariant, chunks: int, layers: np.ndarray) -> np.ndarray:
         """The least the MILP's dpi can be when some stage holds at least `layers` layers (integers, each entry) on
-        a GPU type of the shape's buildings: min over those types and over integers n >= layers of the
-        interpolant (a table over 1..L-p+1, built on first use)."""
+        building of the shape: min over the `price_groups` and over integers n >= layers of the interpolant (a
+        table over 1..L-p+1, built on first use)."""
         most = self.instance.model_spec.layers - self.shape.pp + 1
         if (variant, chunks) not in self._dp_sync_floors:
             counts = np.arange(1, most + 1)
-            types = {self.instance.topology.building(k).gpu_type for k in self.buildings}
-            values = np.min([np.interp(counts, curve.x, curve.y) for gpu_type in types
-                             for curve in [self.dp_sync_curve(gpu_type, variant, chunks)]], axis=0)
+            values = np.min([np.interp(counts, curve.x, curve.y) for group in self.price_groups
+                             for curve in [self.dp_sync_curve(group, variant, chunks)]], axis=0)
             self._dp_sync_floors[variant, chunks] = np.minimum.accumulate(values[::-1])[::-1]
         return self._dp_sync_floors[variant, chunks][np.clip(np.asarray(layers, dtype=int), 1, most) - 1]
 

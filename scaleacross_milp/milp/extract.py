@@ -73,12 +73,12 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     schedule's bubble, what pipeline sends and DP sync add, and the optimizer step. A link-bound remainder is
     charged to whichever traffic dominates the busiest link."""
     opt, mb = ctx.options[option], ctx.shape.microbatches
-    slowest = max(
-        (per_layer * round(_val(m.n[j])) + fixed, ctx.gpu(k))
-        for j, k in held(m, ctx)
-        for per_layer, fixed in [ctx.stage_time_terms(j, k, opt)]
+    stage_s, gpu = max(
+        ((per_layer * round(_val(m.n[j])) + fixed, ctx.gpu(k))
+         for j, k in held(m, ctx)
+         for per_layer, fixed in [ctx.stage_time_terms(j, k, opt)]),
+        key=lambda held_stage: held_stage[0],
     )
-    stage_s, gpu = slowest
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
     cycle, total = _val(m.cycle), sum(_val(m.Cst[j]) for j in m.J)
     bubble = max(0.0, opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle))

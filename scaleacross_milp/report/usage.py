@@ -29,7 +29,8 @@ import math
 import networkx as nx
 
 from scaleacross_milp.costmodel import memory
-from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
 from scaleacross_milp.costmodel.network import link_efficiency
 from scaleacross_milp.costmodel.price import gpu_hour_usd, held_usd_per_s, priced
 from scaleacross_milp.report.summary import usd
@@ -130,7 +131,7 @@ def _fill(instance: Instance, shape: Shape, free: dict[str, int], dp: int, costs
     """Buildings the (dp - d) / ep x pp more stage cells of DP `dp` take, fastest GPU type first (then most free
     GPUs): the last one sets the pace of the added replicas."""
     def pace(name: str) -> tuple[float, int]:
-        return costs.per_gpu_type[instance.topology.building(name).gpu_type].layer.total_s, -free[name]
+        return costs.building(name).layer.total_s, -free[name]
 
     need, taken = (dp - shape.dp) // shape.ep * shape.pp, []
     for name in sorted(free, key=pace):
@@ -208,7 +209,7 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
                  ) -> tuple[IdleGPUs, list[str]] | None:
     """The memory cause when no stage of the plan fits `building`'s GPU type, with FSDP as the what-if."""
     shape, variant = resolved.layout.shape, resolved.variant
-    usable = costs.per_gpu_type[building.gpu_type].hbm_usable_bytes
+    usable = costs.building(building.name).hbm_usable_bytes
     least = min(_stage_needs(costs, resolved, variant))
     if least <= usable:
         return None
@@ -253,9 +254,9 @@ def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCost
                   pace: BuildingUse, dp: int, solve: SolveStats | None) -> IdleGPUs | None:
     """The compute cause when m' t_pace >= m t_used (module docstring), else None."""
     shape = resolved.layout.shape
-    used = {instance.topology.building(name).gpu_type for s in resolved.stages for name in s.cells_per_building}
-    slowest = max(used, key=lambda t: costs.per_gpu_type[t].layer.total_s)
-    t_used, t_k = (costs.per_gpu_type[t].layer.total_s for t in (slowest, pace.gpu_type))
+    used = {instance.topology.building(name).gpu_type: name for s in resolved.stages for name in s.cells_per_building}
+    slowest = max(used, key=lambda t: costs.building(used[t]).layer.total_s)
+    t_used, t_k = costs.building(used[slowest]).layer.total_s, costs.building(pace.name).layer.total_s
     m, m_next = shape.microbatches, instance.training.rounded_microbatches(dp * shape.micro_batch)
     if m_next * t_k < m * t_used:
         return None

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaleacross_milp.costmodel import memory
-from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
+from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
@@ -163,7 +164,7 @@ def stage_memory(instance: Instance, shape: Shape, variant: DPVariant, inflight:
         for name in stage.cells_per_building:
             gpu_type = instance.topology.building(name).gpu_type
             rows.append(StageMemoryUse(stage=j, building=name, gpu_type=gpu_type, used_gib=needed / GIB,
-                                       usable_gib=costs.per_gpu_type[gpu_type].hbm_usable_bytes / GIB))
+                                       usable_gib=costs.building(name).hbm_usable_bytes / GIB))
     return tuple(rows)
 
 

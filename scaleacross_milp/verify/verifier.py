@@ -132,7 +132,7 @@ def _formula_bubble(workload: Workload) -> float:
         per_rank.append(sum(stage.ops.total_s for stage in work.stages.values()) + 2 * work.send_s)
     chunks = resolved.actions.chunks
     option = ScheduleOption(resolved.schedule, chunks)
-    layer = workload.costs.per_gpu_type[next(iter(workload.costs.per_gpu_type))].layer
+    layer = next(iter(workload.costs.per_class.values())).layer
     return option.bubble_coefficient(layer) * (sum(per_rank) - max(per_rank))
 
 

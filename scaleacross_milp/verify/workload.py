@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
-from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts, build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts
 from scaleacross_milp.costmodel.dp import chunk_sync_s, grad_reduce_overlaps
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
@@ -126,10 +127,10 @@ def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: S
     return {False: pure([]), True: pure(list(range(model.layers)))}
 
 
-def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, gpu_type: str, kinds: list[_LayerKind],
+def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kinds: list[_LayerKind],
                 stage: int) -> StageWork:
-    """Virtual stage `stage` on `gpu_type`, holding one layer of each entry of `kinds`."""
-    variant, gpu = resolved.variant, costs.per_gpu_type[gpu_type]
+    """Virtual stage `stage` in `building`, holding one layer of each entry of `kinds`."""
+    variant, gpu = resolved.variant, costs.building(building)
     zero = OpTimes(0.0, 0.0, 0.0)
     ops, tp_cp, ep = zero, zero, zero
     gather = grad = optimizer = 0.0
@@ -168,12 +169,12 @@ def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers:
             stages = {}
             for s in actions.stages_of(r):
                 layers = range(first_layer[s], first_layer[s] + chunk_layers[s])
-                kinds = [_LayerKind(by_kind[i in moe].per_gpu_type[building.gpu_type],
+                kinds = [_LayerKind(by_kind[i in moe].building(name),
                                     by_kind[i in moe].grad_bytes_per_layer_per_cell) for i in layers]
-                stages[s] = _stage_work(resolved, costs, building.gpu_type, kinds, s)
+                stages[s] = _stage_work(resolved, costs, name, kinds, s)
             ranks[name, r] = RankWork(
                 building=name, stages=stages,
-                send_s=costs.per_gpu_type[building.gpu_type].p2p_intra_s if shape.pp > 1 else 0.0,
+                send_s=costs.building(name).p2p_intra_s if shape.pp > 1 else 0.0,
                 nic_byte_s=AlphaBetaModel.from_gpu(gpu_type).bandwidth["fabric"],
             )
     return Workload(resolved, costs, ranks, costs.p2p_bytes, training.bytes_per_element / training.grad_bytes_per_param,

@@ -1,10 +1,12 @@
 import pytest
 
 from scaleacross_milp.costmodel import compute
-from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
+from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.training import AttentionKernel, Kernels
+from tests.costs import sole
 
 VARIANTS = [DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp), DPVariant(DPMode.hsdp, 2)]
 
@@ -19,7 +21,7 @@ def costs(instance_factory):
 
 
 def test_higher_tp_lowers_layer_time(costs):
-    t1, t4 = costs(1).per_gpu_type["h100"], costs(4).per_gpu_type["h100"]
+    t1, t4 = sole(costs(1)), sole(costs(4))
     assert t4.layer.total_s < t1.layer.total_s
     assert t4.layer_comm_s > 0 == t1.layer_comm_s
     assert t4.layer.total_s > t1.layer.total_s / 4  # TP is not free
@@ -27,16 +29,16 @@ def test_higher_tp_lowers_layer_time(costs):
 
 def test_full_recompute_costs_more_and_saves_memory(costs):
     none, full = costs(2, "none"), costs(2, "full")
-    assert full.per_gpu_type["h100"].layer.backward_input_s > none.per_gpu_type["h100"].layer.backward_input_s
-    assert full.per_gpu_type["h100"].layer.forward_s == pytest.approx(
-        none.per_gpu_type["h100"].layer.forward_s
+    assert sole(full).layer.backward_input_s > sole(none).layer.backward_input_s
+    assert sole(full).layer.forward_s == pytest.approx(
+        sole(none).layer.forward_s
     )
     assert full.activation_bytes_per_layer < none.activation_bytes_per_layer / 10
 
 
 def test_tables_are_consistent(costs):
     c = costs(2)
-    g = c.per_gpu_type["h100"]
+    g = sole(c)
     ddp, fsdp = DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp)
     assert c.layer_state_bytes[fsdp] < c.layer_state_bytes[ddp]
     assert g.optimizer_s_per_layer[fsdp] < g.optimizer_s_per_layer[ddp]
@@ -63,10 +65,10 @@ def test_moe_shape_prices_ep(instance_factory):
     inst = instance_factory(model=moe_model)
     ep1 = build_shape_costs(inst, Shape(tp=2, pp=1, dp=8, micro_batch=1, microbatches=4), VARIANTS)
     ep4 = build_shape_costs(inst, Shape(tp=2, ep=4, pp=1, dp=8, micro_batch=1, microbatches=4), VARIANTS)
-    assert ep4.per_gpu_type["h100"].layer_comm_s > ep1.per_gpu_type["h100"].layer_comm_s
+    assert sole(ep4).layer_comm_s > sole(ep1).layer_comm_s
     # the EP share is the all-to-all alone: none without EP, and TP/CP traffic does not depend on EP
-    assert ep1.per_gpu_type["h100"].ep_comm.total_s == 0 < ep4.per_gpu_type["h100"].ep_comm.total_s
-    assert ep4.per_gpu_type["h100"].tp_cp_comm == ep1.per_gpu_type["h100"].tp_cp_comm
+    assert sole(ep1).ep_comm.total_s == 0 < sole(ep4).ep_comm.total_s
+    assert sole(ep4).tp_cp_comm == sole(ep1).tp_cp_comm
     assert ep4.layer_state_bytes[VARIANTS[0]] < ep1.layer_state_bytes[VARIANTS[0]]
 
 
@@ -76,7 +78,7 @@ def test_replicated_norms_and_materialized_scores_cost_time(instance_factory, ch
     base = instance_factory("selective")
     changed = base.model_copy(update={"training": base.training.model_copy(update=change)})
     shape = Shape(tp=4, pp=2, dp=8, micro_batch=1, microbatches=8)
-    before, after = (build_shape_costs(i, shape, VARIANTS).per_gpu_type["h100"].layer for i in (base, changed))
+    before, after = (sole(build_shape_costs(i, shape, VARIANTS)).layer for i in (base, changed))
     assert after.forward_s > before.forward_s
     assert after.backward_weight_s == pytest.approx(before.backward_weight_s)  # weights' matmuls unchanged
 
@@ -87,7 +89,7 @@ def test_eager_kernels_add_their_extra_bytes_to_layer_and_loss(instance_factory)
     fused = instance_factory("selective")
     eager = fused.model_copy(update={"training": fused.training.model_copy(update={"kernels": Kernels.eager})})
     shape = Shape(tp=2, pp=2, dp=8, micro_batch=1, microbatches=8)
-    before, after = (build_shape_costs(i, shape, VARIANTS).per_gpu_type["h100"] for i in (fused, eager))
+    before, after = (sole(build_shape_costs(i, shape, VARIANTS)) for i in (fused, eager))
     model, gpu, tokens = fused.model_spec, fused.gpu_types["h100"], 8192
     extra = compute.memory_time_s((compute.elementwise_bytes_forward(model, tokens, kernels=Kernels.eager)
                                    - compute.elementwise_bytes_forward(model, tokens)) / 2, gpu)
@@ -109,7 +111,7 @@ def test_embedding_and_head_dp_costs_are_the_layers_formulas_at_their_size(costs
     # under FSDP (8 shard members), 1/4 under HSDP with 2 replicas. Their gradients (4 bytes each) are reduced
     # in one collective of their own, their bf16 parameters gathered in one (none under DDP).
     table = costs(tp=1)
-    gpu = table.per_gpu_type["h100"]
+    gpu = sole(table)
     ddp, fsdp, hsdp = VARIANTS
     hbm = 3.35e12 * 0.8
     for fixed, params in ((gpu.embedding_dp, 525_336_576), (gpu.head_dp, 525_340_672)):

@@ -9,13 +9,15 @@ from __future__ import annotations
 import pytest
 
 from scaleacross_milp.costmodel import compute, memory
-from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
+from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.hardware import Architecture, GPUType, Precision
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.training import AttentionKernel, Training
+from tests.costs import sole
 
 A100 = GPUType(peak_dense_tflops={"bf16": 312}, hbm_gib=80, hbm_tbyte_s=2.039, nvlink_gbyte_s=230)
 H100 = GPUType(peak_dense_tflops={"bf16": 989, "fp8": 1979}, hbm_gib=80, hbm_tbyte_s=3.35, nvlink_gbyte_s=370)
@@ -89,8 +91,8 @@ def test_fp8_layer_prices_gemms_at_the_fp8_peak_and_attention_in_bf16(llama8b):
     gemm_bf16 = gemm / (989e12 * ceiling_bf16 * 4096 / (4096 + half_bf16))
     core_bf16 = core / (989e12 * 0.44)
     variant = [DPVariant(DPMode.ddp)]
-    fp8 = build_shape_costs(_llama8b_on_h100(llama8b, "fp8"), shape, variant).per_gpu_type["h100"].layer
-    bf16 = build_shape_costs(_llama8b_on_h100(llama8b, "bf16"), shape, variant).per_gpu_type["h100"].layer
+    fp8 = sole(build_shape_costs(_llama8b_on_h100(llama8b, "fp8"), shape, variant)).layer
+    bf16 = sole(build_shape_costs(_llama8b_on_h100(llama8b, "bf16"), shape, variant)).layer
     assert fp8.forward_s == pytest.approx(gemm_fp8 + core_bf16 + elementwise / hbm, rel=1e-9)
     assert bf16.forward_s == pytest.approx(gemm_bf16 + core_bf16 + elementwise / hbm, rel=1e-9)
     assert fp8.backward_weight_s == pytest.approx(gemm_fp8, rel=1e-9)  # weight gradients: GEMMs only

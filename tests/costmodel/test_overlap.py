@@ -14,6 +14,7 @@ from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.training import Training
 from tests.costmodel.conftest import make_instance
+from tests.costs import sole
 
 H100 = GPUType(peak_dense_tflops={"bf16": 989}, hbm_gib=80, hbm_tbyte_s=3.35, nvlink_gbyte_s=370)
 
@@ -52,8 +53,8 @@ def test_tp_overlap_lowers_the_layer_by_exactly_the_hidden_tp_comm():
     instance = make_instance()
     shape = Shape(tp=8, pp=1, dp=128, micro_batch=1, microbatches=2)
     variants = [DPVariant(DPMode.ddp)]
-    off = build_shape_costs(instance, shape, variants).per_gpu_type["h100"]
-    on = build_shape_costs(_tp_overlap(instance, True), shape, variants).per_gpu_type["h100"]
+    off = sole(build_shape_costs(instance, shape, variants))
+    on = sole(build_shape_costs(_tp_overlap(instance, True), shape, variants))
     hidden_f = off.tp_cp_comm.forward_s - on.tp_cp_comm.forward_s
     hidden_b = off.tp_cp_comm.backward_input_s - on.tp_cp_comm.backward_input_s
     assert hidden_f > 0 and hidden_b > 0

@@ -3,10 +3,12 @@
 
 import pytest
 
-from scaleacross_milp.costmodel.costs import DPVariant, build_shape_costs
+from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
+from tests.costs import sole
 
 A100 = dict(peak_dense_tflops={"fp16": 312}, hbm_gib=80, hbm_tbyte_s=2.0, nvlink_gbyte_s=230, nic_gbit_s=200)
 
@@ -24,7 +26,7 @@ def test_gpt175b_iteration_time(recompute, published_s, gpt175b):
         )
     )
     shape = Shape(tp=8, pp=8, dp=1, micro_batch=1, microbatches=64)
-    g = build_shape_costs(inst, shape, [DPVariant(DPMode.ddp)]).per_gpu_type["a100"]
+    g = sole(build_shape_costs(inst, shape, [DPVariant(DPMode.ddp)]))
     per_mb = 96 / 8 * g.layer.total_s
     predicted = (64 + 7 / 3) * per_mb + 64 * g.last_stage_extra.total_s
     assert predicted == pytest.approx(published_s, rel=0.08)

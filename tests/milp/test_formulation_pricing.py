@@ -94,7 +94,7 @@ def test_dp_overlap_is_stage_0_s_op_that_finalises_its_gradients(tiny, schedule,
     # (stage 0) and LM head (stage 1)
     variant = ctx.variants[0]
     fixed = max(gpu.embedding_dp.dp_sync_s[variant], gpu.head_dp.dp_sync_s[variant])
-    sync = ctx.dp_sync_curve("h100", variant, 1).value_at(16) + fixed
+    sync = ctx.dp_sync_curve(ctx.buildings[0], variant, 1).value_at(16) + fixed
     assert fixed > 0 and sync > stage0 * share / layer.total_s > 0
     assert pyo.value(m.dp_exposed) == pytest.approx(sync - stage0 * share / layer.total_s, rel=1e-6)
 

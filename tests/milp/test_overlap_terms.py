@@ -31,7 +31,7 @@ def test_ddp_reduction_hides_behind_stage_0_s_last_backward_only_under_overlap_g
     stage0 = 16 * layer.total_s + gpu.first_stage_extra.total_s + gpu.p2p_intra_s
     hidden = stage0 * (layer.backward_input_s + layer.backward_weight_s) / layer.total_s if overlap else 0.0
     fixed = max(gpu.embedding_dp.dp_sync_s[variant], gpu.head_dp.dp_sync_s[variant])
-    sync = ctx.dp_sync_curve("h100", variant, 1).value_at(16) + fixed
+    sync = ctx.dp_sync_curve(ctx.buildings[0], variant, 1).value_at(16) + fixed
     assert sync > stage0
     assert pyo.value(m.dp_exposed) == pytest.approx(sync - hidden, rel=1e-6)
 
@@ -56,5 +56,5 @@ def test_with_ddp_and_fsdp_to_choose_only_fsdp_is_credited_the_overlap(tiny, mon
     m = priced(ctx, {(0, "A"): 4, (1, "A"): 4}, [16, 16])
     gpu, variant = ctx.gpu("A"), ctx.variants[ddp]
     fixed = max(gpu.embedding_dp.dp_sync_s[variant], gpu.head_dp.dp_sync_s[variant])
-    sync = ctx.dp_sync_curve("h100", variant, 1).value_at(16) + fixed
+    sync = ctx.dp_sync_curve(ctx.buildings[0], variant, 1).value_at(16) + fixed
     assert pyo.value(m.dp_exposed) == pytest.approx(sync, rel=1e-6)

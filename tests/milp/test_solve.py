@@ -27,6 +27,7 @@ from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 from scaleacross_milp.verify.verifier import verify
 from tests.conftest import A100, H100
+from tests.costs import sole
 
 
 def assert_proven(plan: Plan, gap: float) -> None:
@@ -45,7 +46,7 @@ def test_single_gpu_group_without_pipeline_is_m_times_the_model(tiny):
     plan = solve_instance(instance)
     shape = plan.shape
     assert (shape.tp, shape.pp, shape.dp, shape.microbatches) == (8, 1, 1, 16)
-    costs = build_shape_costs(instance, shape, [DPVariant(DPMode.ddp)]).per_gpu_type["h100"]
+    costs = sole(build_shape_costs(instance, shape, [DPVariant(DPMode.ddp)]))
     per_microbatch = 32 * costs.layer.total_s + costs.first_stage_extra.total_s + costs.last_stage_extra.total_s
     ddp = DPVariant(DPMode.ddp)
     # the optimizer steps the 32 layers, the embedding and the LM head
@@ -67,7 +68,7 @@ def test_1f1b_two_stages_matches_the_textbook_makespan(tiny):
                             "schedules": ["1f1b"]})
     plan = solve_instance(instance)
     assert plan.schedule is Schedule.one_f_one_b and plan.shape.pp == 2
-    costs = build_shape_costs(instance, plan.shape, [DPVariant(DPMode.ddp)]).per_gpu_type["h100"]
+    costs = sole(build_shape_costs(instance, plan.shape, [DPVariant(DPMode.ddp)]))
     first, last = (stage.layers for stage in plan.stages)
     assert first + last == 32
     # each rank makes one send per microbatch: stage 0 its forward, stage 1 its backward

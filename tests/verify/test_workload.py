@@ -11,6 +11,7 @@ from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.verifier import verify
 from scaleacross_milp.verify.workload import build_workload
+from tests.costs import sole
 
 
 def test_dense_and_moe_stages_are_priced_apart(tiny):
@@ -25,7 +26,7 @@ def test_dense_and_moe_stages_are_priced_apart(tiny):
     assert dense.dp_s < experts.dp_s and dense.all_gather_s < experts.all_gather_s
     assert dense.optimizer_s < experts.optimizer_s
     flat = [average.rank("A", r).stages[r] for r in (0, 1)]
-    gpu, variant = average.costs.per_gpu_type["h100"], resolved.variant
+    gpu, variant = sole(average.costs), resolved.variant
     assert flat[0].dp_s - gpu.embedding_dp.dp_sync_s[variant] == pytest.approx(
         flat[1].dp_s - gpu.head_dp.dp_sync_s[variant], rel=1e-12)
     assert dense.dp_s < flat[0].dp_s < experts.dp_s
@@ -40,7 +41,7 @@ def test_dp_sync_is_the_cost_models_curve_at_each_chunks_real_layers(tiny):
     layout = Layout(shape={"tp": 4, "pp": 2, "dp": 2, "micro_batch": 1, "microbatches": 4},
                     schedule=Schedule.interleaved, interleave=2, dp_mode=DPMode.ddp, stages=stages)
     work = build_workload(instance, resolve(instance, layout))
-    gpu, variant = work.costs.per_gpu_type["h100"], DPVariant(DPMode.ddp)
+    gpu, variant = sole(work.costs), DPVariant(DPMode.ddp)
     sync = gpu.dp_intra[variant]
     # virtual stage 0 also all-reduces the embedding's gradients, virtual stage 3 the LM head's, on their own
     fixed = {0: gpu.embedding_dp.dp_sync_s[variant], 3: gpu.head_dp.dp_sync_s[variant]}
@@ -60,7 +61,7 @@ def test_eager_kernels_lengthen_the_replayed_compute_by_the_priced_difference(ti
                     schedule=Schedule.one_f_one_b, dp_mode=DPMode.fsdp)
     one_building = [{"name": "A", "gpus": 8, "gpu_type": "h100"}]
     fused, eager = (tiny(buildings=one_building, kernels=k) for k in ("fused", "eager"))
-    costs = [build_workload(i, resolve(i, layout)).costs.per_gpu_type["h100"] for i in (fused, eager)]
+    costs = [sole(build_workload(i, resolve(i, layout)).costs) for i in (fused, eager)]
     extra = 4 * (32 * (costs[1].layer.total_s - costs[0].layer.total_s)
                  + costs[1].last_stage_extra.total_s - costs[0].last_stage_extra.total_s)
     replayed = [verify(i, layout)[0] for i in (fused, eager)]
@@ -80,7 +81,7 @@ def test_zb_v_runs_the_lm_head_on_rank_0_with_the_embedding(tiny):
     layout = Layout(shape={"tp": 8, "pp": 4, "dp": 2, "micro_batch": 1, "microbatches": 16},
                     schedule=Schedule.zb_v, dp_mode=DPMode.ddp, stages=stages)
     work = build_workload(instance, resolve(instance, layout))
-    a100, b200 = (work.costs.per_gpu_type[t] for t in ("a100", "b200"))
+    a100, b200 = (work.costs.building(name) for name in ("slow", "fast"))
     rank0, last = work.rank("slow", 0), work.rank("fast", 3)
     assert sorted(rank0.stages) == [0, 7] and sorted(last.stages) == [3, 4]
     per_microbatch = sum(stage.ops.total_s for stage in rank0.stages.values())
@@ -104,7 +105,7 @@ def test_the_embedding_and_head_stages_sync_gather_and_step_their_parameters(tin
     layout = Layout(shape={"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 8},
                     schedule=schedule, dp_mode=DPMode.fsdp)
     work = build_workload(instance, resolve(instance, layout))
-    gpu, variant = work.costs.per_gpu_type["h100"], DPVariant(DPMode.fsdp)
+    gpu, variant = sole(work.costs), DPVariant(DPMode.fsdp)
     tables = {"embedding": gpu.embedding_dp, "head": gpu.head_dp}
     for rank, fixed in held.items():
         stages = work.rank("A", rank).stages
@@ -119,3 +120,25 @@ def test_the_embedding_and_head_stages_sync_gather_and_step_their_parameters(tin
                 layers * gpu.dp_intra[variant].layer_s + sum(f.dp_sync_s[variant] for f in extra), rel=1e-12)
         assert sum(stage.layers for stage in stages.values()) == 16
         assert all(tables[name].optimizer_s[variant] > 0 for name in fixed.values())
+
+
+def test_each_rank_reduces_on_its_own_building_s_fabric(tiny):
+    # Two 32-GPU halls, "thin" with 16-GPU pods under 15:1 oversubscription. TP8 PP2 DP2 DDP with 16 layers per
+    # stage, two cells of stage j in hall j: stage 1's all-reduce crosses thin's pods (1/15 of the bandwidth),
+    # stage 0's stays in one pod of "flat".
+    instance = tiny(buildings=[{"name": "flat", "gpus": 32, "gpu_type": "h100"},
+                               {"name": "thin", "gpus": 32, "gpu_type": "h100", "pod_gpus": 16,
+                                "oversubscription": 15}],
+                    links=[{"a": "flat", "b": "thin", "capacity_gbit_s": 3200, "distance_km": 1}],
+                    global_batch_sequences=8)
+    stages = [{"stage": j, "layers": 16, "cells_per_building": {hall: 2}} for j, hall in enumerate(("flat", "thin"))]
+    layout = Layout(shape={"tp": 8, "pp": 2, "dp": 2, "micro_batch": 1, "microbatches": 4},
+                    schedule=Schedule.one_f_one_b, dp_mode=DPMode.ddp, stages=stages)
+    work = build_workload(instance, resolve(instance, layout))
+    variant = DPVariant(DPMode.ddp)
+    flat, thin = (work.costs.building(name) for name in ("flat", "thin"))
+    assert work.rank("flat", 0).stages[0].dp_s == pytest.approx(
+        flat.dp_intra[variant].stage_s(16) + flat.embedding_dp.dp_sync_s[variant], rel=1e-12)
+    assert work.rank("thin", 1).stages[1].dp_s == pytest.approx(
+        thin.dp_intra[variant].stage_s(16) + thin.head_dp.dp_sync_s[variant], rel=1e-12)
+    assert thin.dp_intra[variant].stage_s(16) > 10 * flat.dp_intra[variant].stage_s(16)

@@ -57,8 +57,8 @@ def time_ceiling_s(ctx: ShapeContext, bounds: dict[str, float]) -> float:
     arcs = 2 * len(ctx.routes.links)
     pipeline = (mb * bounds["cycle"] + beta * p * stage + 2 * chi * p * latency + arcs * pp
                 + mb * (stage + latency + pp))
-    types = ctx.costs.per_gpu_type.values()
-    dpi = max(max(ctx.dp_sync_curve(g, v, o.chunks).y) for g in ctx.costs.per_gpu_type for v in ctx.variants
+    types = [ctx.gpu(key) for key in ctx.price_groups]
+    dpi = max(max(ctx.dp_sync_curve(g, v, o.chunks).y) for g in ctx.price_groups for v in ctx.variants
               for o in ctx.options) + max(g.embedding_dp.dp_sync_s[v] + g.head_dp.dp_sync_s[v]
                                           for g in types for v in ctx.variants)
     per_layer = max(g.optimizer_s_per_layer[v] + 2 * g.gather_s_per_layer[v] for g in types for v in ctx.variants)

@@ -1,18 +1,19 @@
 """Iteration time: the objective.
 
-Intra-building DP sync of stage j on GPU type g under variant v with c model chunks per rank (the chosen
-schedule's): a calibrated curve of its layers, f_{g,v,c}(n) = IntraDPSync.stage_s (one collective over each
-chunk's gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP), as a piecewise-linear term
+Intra-building DP sync of stage j in price group g (`ShapeContext.price_groups`: buildings whose GPU type and fabric
+price the shape alike) under variant v with c model chunks per rank (the chosen schedule's): a calibrated curve of
+its layers, f_{g,v,c}(n) = IntraDPSync.stage_s (one collective over each chunk's gradient buffer under DDP /
+fsdp-no-reshard, per layer under FSDP / HSDP), as a piecewise-linear term
 (`piecewise`: affine, LP epigraph or incremental binaries, chosen per curve, one binary system per stage):
     dpi >= f_{g,v,c}(n[j]) + F_{g,v,o}(j) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o in O_c} u[o])
     (slowest holder; F: the embedding's own collective on stage 0, the LM head's on the option's head stage
     (`ShapeContext.head_stage`) with one chunk per rank (`_stage_curves`), GPUCosts.embedding_dp / head_dp; O_c
     the options giving one curve)
-    H[j,g] >= y[j,k] for the buildings k of GPU type g,  0 <= H <= 1   (H = 1 when a building of type g holds j)
+    H[j,g] >= y[j,k] for the buildings k of group g,  0 <= H <= 1   (H = 1 when a building of group g holds j)
     dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{g,v,c} f; every stage is held somewhere)
 (stage 0's rows bound dpi0 instead, and dpi >= dpi0).
-(a condition is left out when it cannot fail: one GPU type, one variant, curves equal over chunk counts).
-Per-layer terms that depend on the GPU type and DP variant (optimizer step o):
+(a condition is left out when it cannot fail: one price group, one variant, curves equal over chunk counts).
+Per-layer terms that depend on the price group and DP variant (optimizer step o):
     opt >= n[j] o[k,v] + [j = 0] oE[k,v] + Hd[j] oH[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),
     opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `chosen.head_on`)
 DP synchronisation is hierarchical (inside buildings, then across). When the reduction overlaps (the FSDP modes
@@ -77,11 +78,11 @@ from scaleacross_milp.spec.search import Schedule
 Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
 
 
-def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, gpu_type: str, cost: Cost,
+def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, building: str, cost: Cost,
                  head_where: Callable[[ScheduleOption], bool] | None = None) -> list[tuple[list[float], object]]:
-    """`choice_lower_bounds` terms over the variants of stage j's fixed parameters on `gpu_type`: the embedding's
+    """`choice_lower_bounds` terms over the variants of stage j's fixed parameters in `building`: the embedding's
     `cost` on stage 0 and the LM head's times H[j] (`chosen.head_on`, over the options `head_where` admits)."""
-    gpu = ctx.costs.per_gpu_type[gpu_type]
+    gpu = ctx.gpu(building)
     terms: list[tuple[list[float], object]] = []
     if j == 0:
         terms.append(([cost(gpu.embedding_dp)[v] for v in ctx.variants], 1))
@@ -94,47 +95,47 @@ def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, gpu_type: str,
 def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict, cost: Cost,
                     head_where: Callable[[ScheduleOption], bool] | None = None,
                     head_start: Callable[[int], object] | None = None) -> None:
-    """Add var `name` >= n[j] * per_layer[gpu type, variant] + the fixed parameters' `cost` (`_fixed_terms`) -
+    """Add var `name` >= n[j] * per_layer[price group, variant] + the fixed parameters' `cost` (`_fixed_terms`) -
     head_start(j) over every held (j, k) and the chosen variant (head_start: an expression >= 0, none by
     default)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
-    types = ctx.costs.per_gpu_type.values()
+    groups = [ctx.gpu(key) for key in ctx.price_groups]
     fixed_most = max(max(cost(g.embedding_dp).values(), default=0.0) + max(cost(g.head_dp).values(), default=0.0)
-                     for g in types)
+                     for g in groups)
     big = most * max(per_layer.values(), default=0.0) + fixed_most
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
     variants = list(m.V)
+    alike = len(ctx.price_groups) == 1
     rows = []
     for j in m.J:
         ahead = var if head_start is None else var + head_start(j)
         for k in m.K:
-            gpu_type = ctx.instance.topology.building(k).gpu_type
-            lhs = ahead if ctx.homogeneous else ahead + big * (1 - m.y[j, k])
-            coeffs = [per_layer[gpu_type, v] for v in variants]
-            terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, gpu_type, cost, head_where)]
+            lhs = ahead if alike else ahead + big * (1 - m.y[j, k])
+            coeffs = [per_layer[ctx.price_group[k], v] for v in variants]
+            terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, k, cost, head_where)]
             rows += choice_lower_bounds(lhs, terms, m.w, variants, big)
-        if not ctx.homogeneous:
+        if not alike:
             rows.append(ahead >= min(per_layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 
-def _stage_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant, j: int) -> list[tuple[list[int] | None,
-                                                                                                Breakpoints]]:
+def _stage_curves(ctx: ShapeContext, building: str, variant: DPVariant, j: int) -> list[tuple[list[int] | None,
+                                                                                               Breakpoints]]:
     """(options, curve) per distinct intra-building DP curve of stage j over the schedule options: the variant's
-    curve at the option's chunks (`ShapeContext.dp_sync_curve`), raised by the embedding's own collective on
-    stage 0 (its chunk, virtual stage 0, is the last of rank 0 to finish its backward) and, with one chunk per
-    rank, the LM head's on the option's head stage; with more, the head's chunk finishes its backward before the
-    rank's chunk 0 (ZB-V: virtual stage 2p - 1 on rank 0; interleaving: the last chunk of rank p - 1, whose
-    backward runs first), so its collective runs behind that chunk's backward, as the replay runs it. Options None
-    when every option gives the same curve."""
-    gpu = ctx.costs.per_gpu_type[gpu_type]
+    curve in `building` at the option's chunks (`ShapeContext.dp_sync_curve`), raised by the embedding's own
+    collective on stage 0 (its chunk, virtual stage 0, is the last of rank 0 to finish its backward) and, with one
+    chunk per rank, the LM head's on the option's head stage; with more, the head's chunk finishes its backward
+    before the rank's chunk 0 (ZB-V: virtual stage 2p - 1 on rank 0; interleaving: the last chunk of rank p - 1,
+    whose backward runs first), so its collective runs behind that chunk's backward, as the replay runs it. Options
+    None when every option gives the same curve."""
+    gpu = ctx.gpu(building)
     groups: dict[Breakpoints, list[int]] = {}
     for o, option in enumerate(ctx.options):
         head = j == ctx.head_stage(option) and option.chunks == 1
         lift = ((gpu.embedding_dp.dp_sync_s[variant] if j == 0 else 0.0)
                 + (gpu.head_dp.dp_sync_s[variant] if head else 0.0))
-        curve = ctx.dp_sync_curve(gpu_type, variant, option.chunks)
+        curve = ctx.dp_sync_curve(building, variant, option.chunks)
         groups.setdefault(Breakpoints(curve.x, tuple(y + lift for y in curve.y), curve.convex), []).append(o)
     if len(groups) == 1:
         return [(None, next(iter(groups)))]
@@ -143,19 +144,21 @@ def _stage_curves(ctx: ShapeContext, gpu_type: str, variant: DPVariant, j: int) 
 
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring), and
-    dpi0 >= stage 0's."""
+    dpi0 >= stage 0's; with several price groups (`ShapeContext.price_groups`), each group's curves hold when the
+    stage has cells there: dpi_held[j, g] >= y[j, k] for k in g (rows dpi_held_bound)."""
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi0 = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi_first = pyo.Constraint(expr=m.dpi >= m.dpi0)
-    gpu_type = {k: ctx.instance.topology.building(k).gpu_type for k in m.K}
-    types = sorted(set(gpu_type.values()))
-    if not ctx.homogeneous:
-        m.dpi_held = pyo.Var(m.J, types, bounds=(0.0, 1.0))
-        m.dpi_held_bound = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.dpi_held[j, gpu_type[k]] >= m.y[j, k])
+    groups = list(ctx.price_groups)
+    alike = len(groups) == 1
+    if not alike:
+        m.dpi_held = pyo.Var(m.J, groups, bounds=(0.0, 1.0))
+        m.dpi_held_bound = pyo.Constraint(m.J, m.K,
+                                          rule=lambda m, j, k: m.dpi_held[j, ctx.price_group[k]] >= m.y[j, k])
     for j in m.J:
         curves = []
-        for g in types:
-            held = [] if ctx.homogeneous else [m.dpi_held[j, g]]
+        for g in groups:
+            held = [] if alike else [m.dpi_held[j, g]]
             for v, variant in enumerate(ctx.variants):
                 chosen = [m.w[v]] if len(m.V) > 1 else []
                 for options, points in _stage_curves(ctx, g, variant, j):
@@ -259,14 +262,14 @@ def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
 
 
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    types = ctx.costs.per_gpu_type
+    groups = {key: ctx.gpu(key) for key in ctx.price_groups}
     add_intra_dp_sync(m, ctx)
     _slowest_holder(m, ctx, "opt", {
-        (g, v): types[g].optimizer_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
+        (g, v): gpu.optimizer_s_per_layer[var] for g, gpu in groups.items() for v, var in enumerate(ctx.variants)
     }, lambda fixed: fixed.optimizer_s)
     _slowest_holder(m, ctx, "gather", {
-        (g, v): gather_passes(var.mode) * types[g].gather_s_per_layer[var]
-        for g in types for v, var in enumerate(ctx.variants)
+        (g, v): gather_passes(var.mode) * gpu.gather_s_per_layer[var]
+        for g, gpu in groups.items() for v, var in enumerate(ctx.variants)
     }, lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
     add_gather_waits(m, ctx)
@@ -276,7 +279,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     _slowest_holder(m, ctx, "gather0", {
-        (g, v): types[g].gather_s_per_layer[var] for g in types for v, var in enumerate(ctx.variants)
+        (g, v): gpu.gather_s_per_layer[var] for g, gpu in groups.items() for v, var in enumerate(ctx.variants)
     }, lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
         head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0))
     add_dp_overlap(m, ctx)
