@@ -170,11 +170,17 @@ def dp_intra_collective_s(
     """One intra-building DP collective (all-reduce for DDP, else reduce-scatter) of one GPU's `*_grad_bytes`
     (dense split over tp, experts over tp*ep) over the stage's `dp_rings` in `building`, each hierarchical
     (`hierarchical_time_s`)."""
+    return rings_time_s(comm, variant, dp_rings(shape, building, variant, nvlink_domain_gpus), dense_grad_bytes,
+                        expert_grad_bytes)
+
+
+def rings_time_s(comm: CollectiveModel, variant: DPVariant, rings: tuple[DPRing, DPRing], dense_grad_bytes: float,
+                 expert_grad_bytes: float) -> float:
+    """`dp_intra_collective_s` over given (dense, expert) `rings`."""
     collective: Collective = "all_reduce" if variant.mode is DPMode.ddp else "reduce_scatter"
     return sum(hierarchical_time_s(comm, collective, ring.ranks, nbytes, ring.ranks_per_pod, ring.oversubscription,
                                    ring.tier, ring.ranks_per_node)
-               for nbytes, ring in zip((dense_grad_bytes, expert_grad_bytes),
-                                       dp_rings(shape, building, variant, nvlink_domain_gpus), strict=True))
+               for nbytes, ring in zip((dense_grad_bytes, expert_grad_bytes), rings, strict=True))
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,8 +204,12 @@ class IntraDPSync:
 
     def collective_s(self, dense_grad_bytes: float, expert_grad_bytes: float) -> float:
         """t(D, E): one collective over D dense and E expert bytes per GPU."""
-        return dp_intra_collective_s(self.comm, self.shape, self.building, self.variant, dense_grad_bytes,
-                                     expert_grad_bytes, self.nvlink_domain_gpus)
+        return rings_time_s(self.comm, self.variant, self.rings, dense_grad_bytes, expert_grad_bytes)
+
+    @cached_property
+    def rings(self) -> tuple[DPRing, DPRing]:
+        """The stage's `dp_rings` in its building."""
+        return dp_rings(self.shape, self.building, self.variant, self.nvlink_domain_gpus)
 
     @cached_property
     def layer_s(self) -> float:

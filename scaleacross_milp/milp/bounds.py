@@ -40,18 +40,11 @@ def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[floa
     type's buildings for stage 0, a stage between, and the last stage, least over the options that run the LM
     head on stage `head` (`ShapeContext.head_stage`), or over every option without one."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
-    positions = (0, min(1, p - 1), p - 1)
-    room: dict[float, int] = {}
-    fixed: dict[float, tuple[float, ...]] = {}
-    for k in ctx.buildings:
-        tau = ctx.gpu(k).layer.total_s
-        room[tau] = room.get(tau, 0) + ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus
-        here = tuple(ctx.stage_fixed_floor_s(j, k, head) for j in positions)
-        fixed[tau] = tuple(map(min, zip(fixed.get(tau, here), here, strict=True)))
+    fixed = ctx.stage_fixed_floor_table[head][[0, min(1, p - 1), p - 1]]
     groups, held = [], 0
-    for tau in sorted(room):
-        held += room[tau]
-        groups.append((tau, min(p, held // cells), fixed[tau]))
+    for tau, where, room in ctx.layer_time_classes:
+        held += room
+        groups.append((tau, min(p, held // cells), tuple(float(e) for e in fixed[:, where].min(axis=1))))
     return groups
 
 
@@ -195,7 +188,7 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     (PP(r), max of these)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
     routes = ctx.routes
-    used = sorted({i for arcs in routes.arcs.values() for i, _ in arcs})
+    used = routes.used_links
     if len(ctx.buildings) < 2 or not used:
         return [(0.0, 0.0)]
     links = [routes.links[i] for i in used]

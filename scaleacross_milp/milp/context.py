@@ -223,6 +223,14 @@ class ShapeContext:
         return table
 
     @cached_property
+    def layer_time_classes(self) -> list[tuple[float, np.ndarray, int]]:
+        """(tau, where, cells) per distinct layer time tau over the shape's buildings, fastest first: the positions in
+        `buildings` of those whose GPUs take tau per layer, and the stage cells they hold."""
+        taus = np.array([self.gpu(k).layer.total_s for k in self.buildings])
+        cells = np.array([self.instance.topology.building(k).gpus // self.shape.cell_gpus for k in self.buildings])
+        return [(float(tau), np.flatnonzero(taus == tau), int(cells[taus == tau].sum())) for tau in np.unique(taus)]
+
+    @cached_property
     def building_index(self) -> dict[str, int]:
         """Position of each building in `buildings` (the tables' building axis)."""
         return {k: i for i, k in enumerate(self.buildings)}

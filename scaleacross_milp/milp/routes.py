@@ -36,6 +36,11 @@ class RouteTable:
         return self._pairs_by_arc.get(arc, [])
 
     @cached_property
+    def used_links(self) -> list[int]:
+        """Indices of the links some route uses, ascending."""
+        return sorted({i for arcs in self.arcs.values() for i, _ in arcs})
+
+    @cached_property
     def _pairs_by_arc(self) -> dict[Arc, list[tuple[str, str]]]:
         """`pairs_over` of every arc some route uses, one pass over the routes."""
         index: dict[Arc, list[tuple[str, str]]] = {}

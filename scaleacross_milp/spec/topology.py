@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from functools import cached_property
 
 import networkx as nx
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
@@ -120,6 +121,11 @@ class Topology(Contract):
             graph.add_edge(link.a, link.b, link=link, latency_s=link.one_way_latency_s)
         return graph
 
+    @cached_property
+    def _by_name(self) -> dict[str, Building]:
+        return {b.name: b for b in self.buildings}
+
     def building(self, name: str) -> Building:
-        return next(b for b in self.buildings if b.name == name)
+        """The building called `name`."""
+        return self._by_name[name]
 
