@@ -9,6 +9,7 @@ import pytest
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.formulation.iteration import route_targets
 from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape, SolveStats
@@ -53,3 +54,14 @@ def test_reshard_costs_more_than_no_reshard_on_a_thin_link(tiny):
     fsdp, kept = split_stage(tiny, "fsdp", 400), split_stage(tiny, "fsdp-no-reshard", 400)
     assert fsdp[1] > 1.3 * kept[1]
     assert fsdp[0] > 1.3 * kept[0]
+
+
+def test_route_targets_cover_each_pair_once_and_share_a_tree_cut():
+    # A chain a - b - c - d: the arc b->c carries every pair from {a, b} to {c, d}: one group of 2 x 2.
+    chain = [(s, t) for s in "ab" for t in "cd"]
+    assert route_targets(chain) == [(["a", "b"], ["c", "d"])]
+    # Sources reaching different sets stay apart, and every pair is one source and one target of one group.
+    mesh = [("a", "c"), ("a", "d"), ("b", "c"), ("e", "c"), ("e", "d")]
+    groups = route_targets(mesh)
+    assert sorted((tuple(s), tuple(t)) for s, t in groups) == [(("a", "e"), ("c", "d")), (("b",), ("c",))]
+    assert sorted((s, t) for sources, targets in groups for s in sources for t in targets) == sorted(mesh)

@@ -54,8 +54,13 @@ link time of one microbatch's gathers on arc a, both passes). Such a gather is i
 kind for the previous microbatch has finished (the op two before) and nothing queues it behind the other gathers, so
 each op kind chains one gather and the op per microbatch: with sigma_o the largest share of a stage's time in an op
 that needs a gather (F, or the fused backward I + W; F or I when W is split off),
-    cycle >= gxt[a] / 2 + sigma_o Cst[j] - M (2 - y[j,s] - y[j,t]) - M (1 - u[o])     (cross_gather_wait)
-for every building pair (s, t) whose route s -> t crosses a (a: one pass's share of the link's gathers).
+    cycle >= gxt[a] / 2 + sigma_o Cst[j] - M (1 - span[j,a]) - M (1 - u[o])     (cross_gather_wait)
+(a: one pass's share of the link's gathers) where span[j,a] = 1 when stage j is held at both ends of some building
+pair (s, t) whose route s -> t crosses a. With the pairs over a grouped by source into sources S_g sharing one
+target set T_g (`route_targets`; one group when the routes form a tree), at 0/1 values of y
+    span_to[j,a,g] >= y[j,t]  for t in T_g      (span_to_bound)
+    span[j,a] >= y[j,s] + span_to[j,a,g] - 1  for s in S_g      (span_bound),   0 <= span, span_to <= 1
+is that condition in sum_g (|S_g| + |T_g|) rows per stage and arc rather than one per pair and option.
 """
 
 from __future__ import annotations
@@ -246,19 +251,42 @@ def gathered_op_share(ctx: ShapeContext, option: ScheduleOption) -> float:
 
 
 def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Rows cross_gather_wait (module docstring); none without per-microbatch gathers (`traffic`: gxt)."""
+    """Vars span, span_to and the rows span_to_bound, span_bound, cross_gather_wait (module docstring); none without
+    per-microbatch gathers (`traffic`: gxt)."""
     if not hasattr(m, "gxt"):
         return
     options = list(m.O)
     sigma = [gathered_op_share(ctx, ctx.options[o]) for o in options]
     big = m.cycle.ub  # gxt / 2 + sigma Cst[j] <= 2 cycle, so the row is slack off its choice
-    rows = []
+    targets = {a: route_targets(ctx.routes.pairs_over(a)) for a in m.A}
+    m.span = pyo.Var(m.J, m.A, bounds=(0.0, 1.0))
+    m.span_to = pyo.Var([(j, i, d, g) for j in m.J for i, d in m.A for g in range(len(targets[i, d]))],
+                        bounds=(0.0, 1.0))
+    to_rows, span_rows, rows = [], [], []
     for a in m.A:
-        for s, t in ctx.routes.pairs_over(a):
+        for g, (sources, reached) in enumerate(targets[a]):
             for j in m.J:
-                rows += choice_lower_bounds(m.cycle - 0.5 * m.gxt[a] + big * (2 - m.y[j, s] - m.y[j, t]),
-                                            [(sigma, m.Cst[j])], m.u, options, big)
+                to = m.span_to[j, a[0], a[1], g]
+                to_rows += [to >= m.y[j, t] for t in reached]
+                span_rows += [m.span[j, a] >= m.y[j, s] + to - 1 for s in sources]
+        for j in m.J:
+            rows += choice_lower_bounds(m.cycle - 0.5 * m.gxt[a] + big * (1 - m.span[j, a]),
+                                        [(sigma, m.Cst[j])], m.u, options, big)
+    add_rows(m, "span_to_bound", to_rows)
+    add_rows(m, "span_bound", span_rows)
     add_rows(m, "cross_gather_wait", rows)
+
+
+def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:
+    """`pairs` (s, t) as (sources, targets) groups: the sources whose targets are the same set, with that set, so
+    that every pair is one source and one target of one group (a route tree cut by an arc gives one group)."""
+    reached: dict[str, list[str]] = {}
+    for s, t in pairs:
+        reached.setdefault(s, []).append(t)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for s, targets in reached.items():
+        groups.setdefault(tuple(sorted(targets)), []).append(s)
+    return [(sources, list(targets)) for targets, sources in groups.items()]
 
 
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
