@@ -7,7 +7,7 @@ from __future__ import annotations
 from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.search import DPMode, Schedule
 
 GB = 1e9
 
@@ -63,6 +63,22 @@ def timed_volumes(ctx: ShapeContext, v: int) -> tuple[float, float, float]:
     ratio = phases.gather_bytes_per_grad_byte
     return (phases.end_gather_phases * ratio, phases.gathers_per_microbatch * ratio,
             ratio if phases.params_before_ops else 0.0)
+
+
+def drain_share(option: ScheduleOption) -> float:
+    """kappa_o: the share of stage 0's backward for one microbatch that runs after rank 1's last backward op ends.
+    Under GPipe and 1F1B rank 0's last backward B(m - 1) waits on rank 1's B(m - 1) (its gradient), under
+    interleaving with v chunks rank 0's last chunk-op B(virtual stage 0) waits on rank 1's B(virtual stage 1), a
+    chunk of 1 / v of the stage: kappa = 1 and 1 / v. The zero-bubble schedules end on deferred W ops of either
+    rank: kappa = 0."""
+    if option.schedule in (Schedule.gpipe, Schedule.one_f_one_b):
+        return 1.0
+    return 1.0 / option.chunks if option.schedule is Schedule.interleaved else 0.0
+
+
+def drain_layer_s(ctx: ShapeContext) -> float:
+    """b: one layer's backward (input + weight) for one microbatch on the shape's fastest GPU type."""
+    return min(ctx.gpu(k).layer.backward_input_s + ctx.gpu(k).layer.backward_weight_s for k in ctx.buildings)
 
 
 def dp_unit_share(ctx: ShapeContext, volumes: list[float]) -> float:

@@ -39,11 +39,14 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
                                   microbatch lie outside the link's busy run (before the first send or after the last)
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx     >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    dpx + drain >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
     dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
 (busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
-Stage 0's own share (dpe0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
-when the pipeline's last backward ends (`iteration`).
+dpx and dpx0 count from the end of stage 0's last backward op, when stage 0's own share (dpe0, dpx0: the same rows
+over j = 0 only) starts: no backward can hide it (`iteration`). Stage j >= 1 ends its last backward H_j >= H_1
+earlier (the pipeline drains towards rank 0) and its reduction starts then, so the link, working on stage t_j's
+traffic from E_0 - H_j on, is done by E_0 + max_j (T(t_0 + ... + t_j) - H_j) <= E_0 + max(T(t_0), T(sum_j t_j) - H_1):
+dpx >= dpx0 (`iteration`) and the row above, with drain <= H_1 (`add_drain`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ from scaleacross_milp.milp.volumes import (
     GB,
     cross_volumes,
     dp_unit_share,
+    drain_layer_s,
+    drain_share,
     fixed_grad_gb,
     layer_grad_gb,
     pipeline_unit_gb,
@@ -168,6 +173,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.busy = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.xfer = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.dpx = pyo.Var(domain=pyo.NonNegativeReals)
+    m.drain = pyo.Var(domain=pyo.NonNegativeReals)
 
     # Per ordered pair (s, t): cell-crossings s->t at regular boundaries and at the wrap, summed over boundaries.
     m.cross = pyo.Var(pairs, domain=pyo.NonNegativeReals)
@@ -240,7 +246,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     for a in arcs:
         times = [("pp", m.xfer[a], m.pp[a], (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
                  ("dp", m.bdp[a], m.dp[a], dp_unit("all", m.unit_stage_gb), bounds["dp_arc"]),
-                 ("dp", m.dpx, m.dpe[a], dp_unit("end", m.unit_stage_gb), bounds["dp_arc"]),
+                 ("dp", m.dpx + m.drain, m.dpe[a], dp_unit("end", m.unit_stage_gb), bounds["dp_arc"]),
                  ("dp0", m.dpx0, m.dpe0[a], dp_unit("end", first_stage_gb), bounds["dp_arc"])]
         if streamed:
             times.append(("dp", m.gxt[a], m.gxm[a], dp_unit("mb", m.unit_stage_gb), bounds["dp_arc"]))
@@ -261,8 +267,28 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
             2 * bounds["busy"])])
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
+    add_drain(m, ctx, wrap)
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
         rule=lambda m, j, s, t: (m.dpx0 if j == 0 else m.dpx) >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
     )
     m.dpx_first = pyo.Constraint(expr=m.dpx >= m.dpx0)
+
+
+def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext, wrap: int | None) -> None:
+    """Rows drain_cap: the head start H of the end-of-step DP traffic of stages j >= 1 over stage 0's, credited to
+    dpx (module docstring), at most what the chosen option o leaves between rank 1's last backward op and rank
+    0's (rank 0's last backward waits on rank 1's gradient, `volumes.drain_share`):
+        drain <= kappa_o b n[0] + [kappa_o > 0] lat[0] + M (1 - u[o])
+    (b: one layer's backward on the fastest GPU type, `volumes.drain_layer_s`; M: the largest right side at
+    n[0] = L - p + 1 and lat[0] = the longest route latency, which no optimum exceeds: lat only raises the
+    makespan). With one stage, or boundary 0 the wrap, drain = 0."""
+    if ctx.shape.pp < 2 or wrap == 0:
+        m.drain.fix(0)
+        return
+    options = list(m.O)
+    kappa = [drain_share(ctx.options[o]) for o in options]
+    b, most = drain_layer_s(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    big = max(kappa) * b * most + max(ctx.routes.latency_s.values(), default=0.0)
+    m.drain_cap = pyo.Constraint(options, rule=lambda m, o: m.drain <= kappa[o] * b * m.n[0] + (
+        m.lat[0] if kappa[o] else 0) + big * (1 - m.u[o]))
