@@ -81,20 +81,13 @@ def drain_layer_s(ctx: ShapeContext) -> float:
     return min(ctx.gpu(k).layer.backward_input_s + ctx.gpu(k).layer.backward_weight_s for k in ctx.buildings)
 
 
-def dp_unit_share(ctx: ShapeContext, volumes: list[float]) -> float:
-    """max_v volume_v / D: the DP GB one crossing unit moves per GB of its stage cell's gradients, for per-variant
-    volumes in gradient-sized units per cell; a unit of stage j moves at most S_j times this
-    (`pipeline_unit_gb`; `formulation.traffic` carries the largest S_j as a variable)."""
-    return max(volumes) / ctx.shape.cells_per_stage
-
-
 def pipeline_unit_gb(ctx: ShapeContext) -> float:
     """Pipeline GB per microbatch one crossing unit moves at most, over the shape's options. A unit is a cell
     crossing a stage boundary: it opens g = cell_gpus x queue pairs connections (its pipelines x TP x CP) and sends
     A chi_max GB per microbatch (A: one cell's activations, chi_max: the most crossings per boundary, `traffic`).
     A stage j split x_s / x_t between two buildings exchanges DP state over
     `costmodel.dp.exchange_connections`(x_s, x_t) g >= max(x_s, x_t) g connections and moves
-    S_j (G_v x_s + Q_v x_t) / D <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_j `dp_unit_share` per g
+    S_j (G_v x_s + Q_v x_t) / D <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_j (G_v + Q_v) / D per g
     connections, S_j with the stage's own layers."""
     chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options)
     return ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi
