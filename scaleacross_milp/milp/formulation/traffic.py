@@ -44,9 +44,9 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
 (busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
 dpx and dpx0 count from the end of stage 0's last backward op, when stage 0's own share (dpe0, dpx0: the same rows
 over j = 0 only) starts: no backward can hide it (`iteration`). Stage j >= 1 ends its last backward H_j >= H_1
-earlier (the pipeline drains towards rank 0) and its reduction starts then, so the link, working on stage t_j's
-traffic from E_0 - H_j on, is done by E_0 + max_j (T(t_0 + ... + t_j) - H_j) <= E_0 + max(T(t_0), T(sum_j t_j) - H_1):
-dpx >= dpx0 (`iteration`) and the row above, with drain <= H_1 (`add_drain`).
+earlier (the pipeline drains towards rank 0) and its reduction starts then, so the link, working on stage j's
+traffic t_j from E_0 - H_j on, is done by E_0 + max_j (T(t_0 + ... + t_j) - H_j) <= E_0 + max(T(t_0), T(sum_j t_j) -
+H_1): dpx >= dpx0 (`iteration`) and the row above, with drain <= H_1 (`add_drain`).
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
             2 * bounds["busy"])])
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
-    add_drain(m, ctx, wrap)
+    add_drain(m, ctx)
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
         rule=lambda m, j, s, t: (m.dpx0 if j == 0 else m.dpx) >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
@@ -302,15 +302,15 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     return {f: (m.dp_unit[f], most[f]) for f in DP_UNITS}
 
 
-def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext, wrap: int | None) -> None:
+def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Rows drain_cap: the head start H of the end-of-step DP traffic of stages j >= 1 over stage 0's, credited to
     dpx (module docstring), at most what the chosen option o leaves between rank 1's last backward op and rank
     0's (rank 0's last backward waits on rank 1's gradient, `volumes.drain_share`):
         drain <= kappa_o b n[0] + [kappa_o > 0] lat[0] + M (1 - u[o])
     (b: one layer's backward on the fastest GPU type, `volumes.drain_layer_s`; M: the largest right side at
     n[0] = L - p + 1 and lat[0] = the longest route latency, which no optimum exceeds: lat only raises the
-    makespan). With one stage, or boundary 0 the wrap, drain = 0."""
-    if ctx.shape.pp < 2 or wrap == 0:
+    makespan). With one stage, drain = 0."""
+    if ctx.shape.pp < 2:
         m.drain.fix(0)
         return
     options = list(m.O)
