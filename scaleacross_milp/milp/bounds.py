@@ -28,7 +28,15 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.price import held_usd_per_s
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
-from scaleacross_milp.milp.volumes import GB, cross_volumes, gather_passes, stage_grad_gb, timed_volumes
+from scaleacross_milp.milp.volumes import (
+    GB,
+    cross_volumes,
+    drain_layer_s,
+    drain_share,
+    gather_passes,
+    stage_grad_gb,
+    timed_volumes,
+)
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
@@ -167,8 +175,8 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
-def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
-                            variant: DPVariant) -> list[tuple[float, float]]:
+def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant,
+                            drain: float | np.ndarray = 0.0) -> list[tuple[float, float | np.ndarray]]:
     """(PP, DP) pairs, one per kind of layout, such that every layout pays at least PP in pipeline sends and
     latency and DP in cross-building DP time (`dpx`) for one of them: T >= ... + min over pairs of
     PP + max(0, E + DP), E the intra-building DP time left after overlap.
@@ -185,7 +193,8 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     the gathers left at the end, `timed_volumes`: none of FSDP's parameter gathers), and dpx >= dpe[a] / (c eta)_a
     on every arc, so dpx >= sum_a dpe[a] / sum_a (c eta)_a >= s (G_v + Q_v) S_min / (2 sum_l (c eta)_l);
     its minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_min over its links, and dpx >= 2 lambda_min:
-    (PP(r), max of these)."""
+    (PP(r), max of these). The volume rows are dpx + drain >= ... (`traffic.add_drain`: the head start of the
+    stages after the first), so their floors are lowered by `drain`, an upper bound on it (`drain_most_s`)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
     routes = ctx.routes
     used = routes.used_links
@@ -214,8 +223,18 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption,
     for r in range(min(needed, len(whole) + 1)):
         split = max(1, p - (int(whole[r - 1]) if r else 0))
         volume = split * (gather + reduce) * stage_gb / (2 * speed.sum())
-        alternatives.append((pp(r), max(lam, volume, max(min(gather, reduce), gather / 2) * stage_gb / into)))
+        moved = max(volume, max(min(gather, reduce), gather / 2) * stage_gb / into)
+        alternatives.append((pp(r), np.maximum(lam, moved - drain)))
     return alternatives
+
+
+def drain_most_s(ctx: ShapeContext, option: ScheduleOption, first_layers: np.ndarray) -> np.ndarray:
+    """The most `traffic.add_drain` credits with n[0] = `first_layers`: kappa_o b n[0] + the longest route latency
+    (lat[0] beyond it only raises the makespan more than the credit), 0 with one stage or kappa_o = 0."""
+    kappa = drain_share(option) if ctx.shape.pp > 1 else 0.0
+    if not kappa:
+        return np.zeros_like(first_layers)
+    return kappa * drain_layer_s(ctx) * first_layers + max(ctx.routes.latency_s.values(), default=0.0)
 
 
 def _position_groups(ctx: ShapeContext, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -336,7 +355,8 @@ def sharpened_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVar
     the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is rho C0 with
     C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
-    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E = dpi_v - rho C0(n0)."""
+    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E = dpi_v - rho C0(n0) and DP
+    lowered by the drain credit at n0 (`drain_most_s`)."""
     p, layers, rho = ctx.shape.pp, ctx.instance.model_spec.layers, ctx.backward_share
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -355,7 +375,8 @@ def sharpened_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVar
         opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         exposed = dpi - rho * (tau * n0 + e_first)
         crossing = np.min([pp + np.maximum(0.0, exposed + dp)
-                           for pp, dp in crossing_alternatives_s(ctx, option, variant)], axis=0)
+                           for pp, dp in crossing_alternatives_s(ctx, option, variant,
+                                                                 drain_most_s(ctx, option, n0))], axis=0)
         bound = opt + crossing + pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms)
         best = min(best, float(bound.min()))
     return best

@@ -7,7 +7,7 @@ from __future__ import annotations
 from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.search import DPMode, Schedule
 
 GB = 1e9
 
@@ -65,11 +65,20 @@ def timed_volumes(ctx: ShapeContext, v: int) -> tuple[float, float, float]:
             ratio if phases.params_before_ops else 0.0)
 
 
-def dp_unit_share(ctx: ShapeContext, volumes: list[float]) -> float:
-    """max_v volume_v / D: the DP GB one crossing unit moves per GB of its stage cell's gradients, for per-variant
-    volumes in gradient-sized units per cell; a unit of stage j moves at most S_j times this
-    (`pipeline_unit_gb`; `formulation.traffic` carries the largest S_j as a variable)."""
-    return max(volumes) / ctx.shape.cells_per_stage
+def drain_share(option: ScheduleOption) -> float:
+    """kappa_o: the share of stage 0's backward for one microbatch that runs after rank 1's last backward op ends.
+    Under GPipe and 1F1B rank 0's last backward B(m - 1) waits on rank 1's B(m - 1) (its gradient), under
+    interleaving with v chunks rank 0's last chunk-op B(virtual stage 0) waits on rank 1's B(virtual stage 1), a
+    chunk of 1 / v of the stage: kappa = 1 and 1 / v. The zero-bubble schedules end on deferred W ops of either
+    rank: kappa = 0."""
+    if option.schedule in (Schedule.gpipe, Schedule.one_f_one_b):
+        return 1.0
+    return 1.0 / option.chunks if option.schedule is Schedule.interleaved else 0.0
+
+
+def drain_layer_s(ctx: ShapeContext) -> float:
+    """b: one layer's backward (input + weight) for one microbatch on the shape's fastest GPU type."""
+    return min(ctx.gpu(k).layer.backward_input_s + ctx.gpu(k).layer.backward_weight_s for k in ctx.buildings)
 
 
 def pipeline_unit_gb(ctx: ShapeContext) -> float:
@@ -78,7 +87,7 @@ def pipeline_unit_gb(ctx: ShapeContext) -> float:
     A chi_max GB per microbatch (A: one cell's activations, chi_max: the most crossings per boundary, `traffic`).
     A stage j split x_s / x_t between two buildings exchanges DP state over
     `costmodel.dp.exchange_connections`(x_s, x_t) g >= max(x_s, x_t) g connections and moves
-    S_j (G_v x_s + Q_v x_t) / D <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_j `dp_unit_share` per g
+    S_j (G_v x_s + Q_v x_t) / D <= max(x_s, x_t) S_j (G_v + Q_v) / D GB: at most S_j (G_v + Q_v) / D per g
     connections, S_j with the stage's own layers."""
     chi = max(max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options)
     return ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi

@@ -201,6 +201,12 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     assert len(alternatives) == len(expected)
     for got, want in zip(alternatives, expected, strict=True):
         assert got == pytest.approx(want)
+    # A drain credit d (traffic.add_drain: dpx + drain >= the volume rows) lowers the volume floors, never the
+    # latency's: a split layout's DP part is max(latency, volume - d).
+    drain = split(1) - latency / 2
+    credited = crossing_alternatives_s(two_halls, option, variant, drain)
+    assert credited[0] == pytest.approx(expected[0])
+    assert [dp for _, dp in credited[1:]] == pytest.approx([max(latency, split(2) - drain), latency])
 
 
 def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(tiny):

@@ -29,7 +29,7 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
 (T_f(L; u): that price in family f = pp, dp or dp0, u the unit of each load):
     xfer[a] >= T_pp(pp[a]; A chi_o)       one microbatch's sends      link_busy:  busy[a] >= m xfer[a] + bdp[a]
     bdp[a]  >= T_dp(dp[a]; S (G_v + Q_v) / D)                         the link carries one iteration's bytes
-    (S: the largest stage's gradient GB per cell, unit_stage_gb >= g n[j] + e_j (unit_stage): a DP unit is one
+    (S (G_v + Q_v) / D: dp_unit, the chosen variant's unit over the stages, `add_dp_units`: a DP unit is one
     stage cell's exchange, so its GB follow that stage's own layers; stage 0's rows use S_0 = g n[0] + e_0)
     gxt[a]  >= T_dp(gxm[a]; S G_mb / D),   gcyc[a] >= xfer[a] + gxt[a] (link_gathers),  cycle >= gcyc[a]
                                   (link_cycle; cycle >= xfer[a] without FSDP)  ... and gathers, once per cycle
@@ -39,11 +39,14 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
                                   microbatch lie outside the link's busy run (before the first send or after the last)
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx     >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    dpx + drain >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
     dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
 (busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
-Stage 0's own share (dpe0, dpx0: the same rows over j = 0 only) is what no backward can hide: its reduction starts
-when the pipeline's last backward ends (`iteration`).
+dpx and dpx0 count from the end of stage 0's last backward op, when stage 0's own share (dpe0, dpx0: the same rows
+over j = 0 only) starts: no backward can hide it (`iteration`). Stage j >= 1 ends its last backward H_j >= H_1
+earlier (the pipeline drains towards rank 0) and its reduction starts then, so the link, working on stage j's
+traffic t_j from E_0 - H_j on, is done by E_0 + max_j (T(t_0 + ... + t_j) - H_j) <= E_0 + max(T(t_0), T(sum_j t_j) -
+H_1): dpx >= dpx0 (`iteration`) and the row above, with drain <= H_1 (`add_drain`).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower
 from scaleacross_milp.milp.volumes import (
     GB,
     cross_volumes,
-    dp_unit_share,
+    drain_layer_s,
+    drain_share,
     fixed_grad_gb,
     layer_grad_gb,
     pipeline_unit_gb,
@@ -168,6 +172,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.busy = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.xfer = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.dpx = pyo.Var(domain=pyo.NonNegativeReals)
+    m.drain = pyo.Var(domain=pyo.NonNegativeReals)
 
     # Per ordered pair (s, t): cell-crossings s->t at regular boundaries and at the wrap, summed over boundaries.
     m.cross = pyo.Var(pairs, domain=pyo.NonNegativeReals)
@@ -221,31 +226,20 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     pp_unit = pipeline_unit_gb(ctx)
     crossings = [max(o.boundary_crossings, o.wrap_crossings) for o in ctx.options]
     per_unit = sum(c / max(crossings) * m.u[o] for o, c in enumerate(crossings))  # the chosen option's A chi_o
-    raw = [timed_volumes(ctx, v) for v in variants]
-    shares = {"all": dp_unit_share(ctx, [sum(cross_volumes(ctx, v)) for v in variants]),
-              "end": dp_unit_share(ctx, [r[0] + cross_volumes(ctx, v)[1] for v, r in zip(variants, raw, strict=True)]),
-              "mb": dp_unit_share(ctx, [r[1] for r in raw]), "first": dp_unit_share(ctx, [r[2] for r in raw])}
-    g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
-    stage_gb_most = g * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
-    m.unit_stage_gb = pyo.Var(domain=pyo.NonNegativeReals, bounds=(0, stage_gb_most))
-    m.unit_stage = pyo.Constraint(m.J, rule=lambda m, j: m.unit_stage_gb >= g * m.n[j] + fixed_grad_gb(ctx, j))
-    first_stage_gb = g * m.n[0] + fixed_grad_gb(ctx, 0)
-
-    def dp_unit(share: str, stage_gb) -> tuple:
-        return shares[share] * stage_gb, shares[share] * stage_gb_most
+    dp_unit = add_dp_units(m, ctx)
     m.bdp = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     if streamed:
         m.gxt = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     rows = []
     for a in arcs:
         times = [("pp", m.xfer[a], m.pp[a], (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
-                 ("dp", m.bdp[a], m.dp[a], dp_unit("all", m.unit_stage_gb), bounds["dp_arc"]),
-                 ("dp", m.dpx, m.dpe[a], dp_unit("end", m.unit_stage_gb), bounds["dp_arc"]),
-                 ("dp0", m.dpx0, m.dpe0[a], dp_unit("end", first_stage_gb), bounds["dp_arc"])]
+                 ("dp", m.bdp[a], m.dp[a], dp_unit["all"], bounds["dp_arc"]),
+                 ("dp", m.dpx + m.drain, m.dpe[a], dp_unit["end"], bounds["dp_arc"]),
+                 ("dp0", m.dpx0, m.dpe0[a], dp_unit["end0"], bounds["dp_arc"])]
         if streamed:
-            times.append(("dp", m.gxt[a], m.gxm[a], dp_unit("mb", m.unit_stage_gb), bounds["dp_arc"]))
+            times.append(("dp", m.gxt[a], m.gxm[a], dp_unit["mb"], bounds["dp_arc"]))
         if any(firsts):
-            times.append(("dp0", m.first_gather, m.gx1[a], dp_unit("first", first_stage_gb), bounds["dp_arc"]))
+            times.append(("dp0", m.first_gather, m.gx1[a], dp_unit["first0"], bounds["dp_arc"]))
         for family, lhs, load, (unit, unit_most), most, *on in times:
             rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on, unit_most=unit_most)
     add_rows(m, "link_time", rows)
@@ -261,8 +255,67 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
             2 * bounds["busy"])])
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
+    add_drain(m, ctx)
     m.dp_latency = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
         rule=lambda m, j, s, t: (m.dpx0 if j == 0 else m.dpx) >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
     )
     m.dpx_first = pyo.Constraint(expr=m.dpx >= m.dpx0)
+
+
+DP_UNITS = {"all": None, "end": None, "mb": None, "end0": 0, "first0": 0}
+"""Each DP load's crossing unit (`add_dp_units`) and the stages it covers (None: every stage, 0: stage 0 alone):
+all of a step's DP traffic (dp), the end of the step's (dpe, dpe0), a microbatch's gathers (gxm), the first gather
+(gx1)."""
+
+
+def unit_volume(ctx: ShapeContext, v: int, unit: str) -> float:
+    """The volume of DP `unit` under variant v in gradient-sized units per step (`timed_volumes`, `cross_volumes`):
+    G_v + Q_v (all), G_end + Q_v (end), G_mb (mb), G_1 (first)."""
+    (end, per_mb, first), (gather, reduce) = timed_volumes(ctx, v), cross_volumes(ctx, v)
+    return {"all": gather + reduce, "end": end + reduce, "mb": per_mb, "first": first}[unit.removesuffix("0")]
+
+
+def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo.Var, float]]:
+    """Vars dp_unit[f] >= the GB one crossing unit of DP load f moves under the chosen variant v, for every stage j
+    f covers (`DP_UNITS`) that some building holds only part of (split[j] = 1), and their upper bounds:
+        split[j] >= y[j,k] - x[j,k] / D                                                         (split_def)
+        dp_unit[f] >= (U_{f,v} / D) (g n[j] + e_j) - M (1 - w[v]) - M (1 - split[j])            (dp_unit_def)
+    (U_{f,v}: f's volume under v; g n[j] + e_j: stage j's gradient GB per cell, `volumes.stage_grad_gb`; M: the
+    largest U_f / D times the most a stage holds). A unit of stage j moves at most (g n[j] + e_j) (G_v + Q_v) / D
+    (`volumes.pipeline_unit_gb`), and only a split stage sends DP traffic across buildings, so each load's price
+    line takes the chosen variant's unit of the largest stage that crosses, never another variant's or a stage's
+    that stays in one building."""
+    cells = ctx.shape.cells_per_stage
+    g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    stage_gb_most = g * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
+    shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in DP_UNITS}
+    most = {f: max(share) * stage_gb_most for f, share in shares.items()}
+    m.split = pyo.Var(m.J, domain=pyo.Binary)
+    m.split_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.split[j] >= m.y[j, k] - m.x[j, k] / cells)
+    m.dp_unit = pyo.Var(list(DP_UNITS), domain=pyo.NonNegativeReals, bounds=lambda m, f: (0, most[f]))
+    rows = [row for f, only in DP_UNITS.items() for j in (m.J if only is None else [only])
+            for row in choice_lower_bounds(m.dp_unit[f] + most[f] * (1 - m.split[j]),
+                                           [(shares[f], g * m.n[j] + fixed_grad_gb(ctx, j))], m.w, list(m.V),
+                                           most[f])]
+    add_rows(m, "dp_unit_def", rows)
+    return {f: (m.dp_unit[f], most[f]) for f in DP_UNITS}
+
+
+def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Rows drain_cap: the head start H of the end-of-step DP traffic of stages j >= 1 over stage 0's, credited to
+    dpx (module docstring), at most what the chosen option o leaves between rank 1's last backward op and rank
+    0's (rank 0's last backward waits on rank 1's gradient, `volumes.drain_share`):
+        drain <= kappa_o b n[0] + [kappa_o > 0] lat[0] + M (1 - u[o])
+    (b: one layer's backward on the fastest GPU type, `volumes.drain_layer_s`; M: the largest right side at
+    n[0] = L - p + 1 and lat[0] = the longest route latency, which no optimum exceeds: lat only raises the
+    makespan). With one stage, drain = 0."""
+    if ctx.shape.pp < 2:
+        m.drain.fix(0)
+        return
+    options = list(m.O)
+    kappa = [drain_share(ctx.options[o]) for o in options]
+    b, most = drain_layer_s(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    big = max(kappa) * b * most + max(ctx.routes.latency_s.values(), default=0.0)
+    m.drain_cap = pyo.Constraint(options, rule=lambda m, o: m.drain <= kappa[o] * b * m.n[0] + (
+        m.lat[0] if kappa[o] else 0) + big * (1 - m.u[o]))
