@@ -95,7 +95,7 @@ class HighsModel:
         for var, _ in held:
             var.unfix()
         try:
-            form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=pyo.minimize)
+            form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=None)
         finally:
             for var, value in held:
                 var.fix(value)
@@ -110,6 +110,8 @@ class HighsModel:
         lp.num_col_, lp.num_row_ = len(self.columns), len(form.rows)
         lp.col_cost_ = self.cost
         lp.offset_ = float(form.c_offset[0]) if len(form.c_offset) else 0.0
+        if form.objectives and form.objectives[0].sense == pyo.maximize:
+            lp.sense_ = highspy.ObjSense.kMaximize
         lp.col_lower_, lp.col_upper_ = self._bounds()
         sense, rhs = np.array([row.bound_type for row in form.rows]), np.asarray(form.rhs, dtype=float)
         lp.row_lower_ = np.where(sense <= 0, rhs, -highspy.kHighsInf)  # -1: >= rhs, 0: == rhs, +1: <= rhs
