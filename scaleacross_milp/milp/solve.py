@@ -501,6 +501,7 @@ def solve_instance(
     incumbent, bound = polish(highs, model.objective.expr, threads), bound / per_requested(ctx)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
+    left_open = [i for i, b in enumerate(search.bounds) if i not in search.closed and search.promising(b)]
     figures = {"incumbent_s": incumbent, "bound_s": bound} if not search.costed else {
         "incumbent_s": model.T.value, "bound_s": None, "incumbent_usd": incumbent, "bound_usd": bound}
     stats = SolveStats(
@@ -508,7 +509,8 @@ def solve_instance(
             search.out_of_time or screening.unscreened or wall >= limit) else "gap open",
         rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
         solver_s=search.solver_s, shapes_total=screening.total, shapes_solved=len(search.closed),
-        shapes_pruned=len(screening.candidates) - len(search.closed), **best.size,
+        shapes_pruned=len(screening.candidates) - len(search.closed) - len(left_open), shapes_open=len(left_open),
+        **best.size,
         objective=instance.search.objective, **figures,
     )
     plan = extract_plan(model, ctx, stats)

@@ -146,7 +146,7 @@ def prediction_lines(plan: Plan) -> list[str]:
 
 
 def solve_lines(stats: SolveStats) -> list[str]:
-    screened = stats.shapes_solved + stats.shapes_pruned
+    screened = stats.shapes_solved + stats.shapes_pruned + stats.shapes_open
     return [
         "[bold]Solve[/bold]",
         f"Objective: {stats.objective.value}",
@@ -157,7 +157,8 @@ def solve_lines(stats: SolveStats) -> list[str]:
         f"Relative gap: {percent(stats.rel_gap, 3)}",
         f"Wall time: {stats.wall_s:.2f} s",
         f"Shapes: {stats.shapes_total} enumerated, {screened} passed screening, "
-        f"{stats.shapes_solved} solved, {stats.shapes_pruned} pruned by bound",
+        f"{stats.shapes_solved} solved, {stats.shapes_pruned} pruned by bound"
+        + (f", {stats.shapes_open} left open at the limit" if stats.shapes_open else ""),
         f"Model size (chosen shape): {stats.variables} variables ({stats.binaries} binary, "
         f"{stats.integers} integer), {stats.constraints} constraints",
     ]

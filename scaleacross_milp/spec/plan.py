@@ -131,8 +131,12 @@ class SolveStats(Contract):
     build_s: NonNegativeFloat = Field(0.0, description="screening shapes and building their Pyomo models")
     solver_s: NonNegativeFloat = Field(0.0, description="time inside HiGHS over all shapes")
     shapes_total: NonNegativeInt
-    shapes_solved: NonNegativeInt
-    shapes_pruned: NonNegativeInt
+    shapes_solved: NonNegativeInt = Field(description=(
+        "screened shapes whose MILP closed (optimal, infeasible or cut off)"))
+    shapes_pruned: NonNegativeInt = Field(description=(
+        "screened shapes left unsolved because their bound cannot beat the plan by more than the gap"))
+    shapes_open: NonNegativeInt = Field(0, description=(
+        "screened shapes whose bound could still beat the plan when the search stopped (the time limit)"))
     variables: NonNegativeInt
     binaries: NonNegativeInt
     integers: NonNegativeInt

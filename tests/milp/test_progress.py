@@ -23,7 +23,8 @@ def test_phases_in_order_and_incumbent_and_bound_close_in(tiny):
     assert incumbents == sorted(incumbents, reverse=True)
     assert all(p.bound_s <= p.incumbent_s * (1 + 1e-9) for p in seen if p.incumbent_s is not None)
     assert seen[-1].bound_s == pytest.approx(plan.solve.bound_s)
-    assert seen[-1].shapes_done + seen[-1].shapes_left == plan.solve.shapes_solved + plan.solve.shapes_pruned
+    stats = plan.solve
+    assert seen[-1].shapes_done + seen[-1].shapes_left == stats.shapes_solved + stats.shapes_pruned + stats.shapes_open
     elapsed = [p.elapsed_s for p in seen]
     assert elapsed == sorted(elapsed)
 

@@ -105,6 +105,13 @@ def test_solve_report(text):
         assert line in text
 
 
+def test_shapes_left_open_at_the_limit_are_not_called_pruned():
+    data = plan_data()
+    data["solve"] |= {"shapes_pruned": 10, "shapes_open": 20}
+    assert "Shapes: 500 enumerated, 37 passed screening, 7 solved, 10 pruned by bound, 20 left open at the limit" in (
+        rendered(Plan.model_validate(data)))
+
+
 def test_explanation_printed_verbatim(text):
     assert "- Layout: hybrid [pipelines and DP groups both cross buildings]." in text
     assert "- Second line." in text
