@@ -54,8 +54,9 @@ RESCUE_SHARE = 0.05
 RESCUE_MIN_SECONDS = 0.5
 """... and each rescue pattern solve gets at least this long, so a plan comes back even under a tiny limit."""
 SEED_SHARE = 0.2
-"""Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`); skipped
-when that share is below RESCUE_MIN_SECONDS, the least a solve needs to promise a plan within it."""
+"""Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`), raised to
+RESCUE_MIN_SECONDS (the least a solve needs to promise a plan within it) while that leaves the search at least as
+long; skipped below (`seed_seconds`)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -464,10 +465,10 @@ def solve_instance(
         progress(SearchProgress(Phase.routes, 0.0, 0, 0, None, math.inf))
     routes = route_table(instance.topology)
     seed = None
-    if buildings > 1 and SEED_SHARE * limit >= RESCUE_MIN_SECONDS:
+    if buildings > 1 and seed_seconds(limit):
         if progress is not None:
             progress(SearchProgress(Phase.seed, time.perf_counter() - start, 0, 0, None, math.inf))
-        seed = seed_incumbent(instance, routes, SEED_SHARE * limit, gap, threads)
+        seed = seed_incumbent(instance, routes, seed_seconds(limit), gap, threads)
     searched_from = time.perf_counter()  # the seed's own solve counts in wall_s only
     if progress is not None:
         known = None if seed is None else seed.objective  # the bound is capped by the incumbent (`ShapeSearch.bound`)
@@ -522,6 +523,13 @@ def solve_instance(
     return plan.model_copy(update={"prediction": plan.prediction.model_copy(update={"cost": cost})})
 
 
+def seed_seconds(limit_s: float) -> float:
+    """The seed's budget (`SEED_SHARE`): max(SEED_SHARE limit, RESCUE_MIN_SECONDS) when that is at most half the
+    limit, else 0 (no seed)."""
+    seconds = max(SEED_SHARE * limit_s, RESCUE_MIN_SECONDS)
+    return seconds if seconds <= limit_s / 2 else 0.0
+
+
 def strongest_building(instance: Instance) -> str:
     """The building with the most dense compute: GPUs x their peak TFLOP/s in the training precision."""
     precision = instance.training.precision
@@ -547,8 +555,8 @@ def seed_plan(instance: Instance, limit_s: float, gap: float, threads: int | Non
 def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: float,
                    threads: int | None) -> Incumbent | None:
     """`seed_plan`'s layout as the search's first incumbent: priced in the whole instance by its MILP with every
-    decision fixed (`price.fixed_layout_model`; the cost tables take each GPU type's slowest building in the whole
-    instance, so the one-building solve's own price is not comparable), over the buildings it uses only (as
+    decision fixed (`price.fixed_layout_model`, with the whole instance's routes and cost tables), over the buildings
+    it uses only (as
     `ShapeSearch.try_restriction` builds restrictions: a model of one building, not of the whole topology), its model
     kept for the final polish."""
     plan = seed_plan(instance, limit_s, gap, threads)

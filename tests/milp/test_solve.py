@@ -19,6 +19,7 @@ from scaleacross_milp.milp.solve import (
     ShapeSearch,
     extent,
     seed_plan,
+    seed_seconds,
     solve_instance,
     strongest_building,
 )
@@ -265,3 +266,10 @@ def test_when_the_search_beats_nothing_the_strongest_building_s_plan_comes_back_
     assert plan.solve.bound_s <= plan.solve.incumbent_s
     assert plan.solve.rel_gap == pytest.approx((plan.solve.incumbent_s - plan.solve.bound_s) / plan.solve.incumbent_s)
     assert verify(instance, plan)[0].iteration_s > 0
+
+
+@pytest.mark.parametrize(("limit", "seconds"), [(0.5, 0.0), (0.99, 0.0), (1.0, 0.5), (2.0, 0.5), (10.0, 2.0)])
+def test_the_seed_gets_a_share_of_the_limit_at_least_what_promises_a_plan(limit, seconds):
+    # SEED_SHARE (20 %) of the limit, raised to RESCUE_MIN_SECONDS (0.5 s) while that leaves half the limit to the
+    # search: a 2 s solve seeds for 0.5 s rather than not at all.
+    assert seed_seconds(limit) == pytest.approx(seconds)
