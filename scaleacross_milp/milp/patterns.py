@@ -7,9 +7,10 @@ Both fill the fastest GPU types first (then larger buildings). With the stage ce
 stage, flows, schedule, DP variant, transports) is a small MILP. Each pattern is a sub-problem of the full MILP, so
 its solution is a feasible layout of the shape; the full MILP then only has to beat it (it becomes the cutoff).
 
-The *restriction* is the shape's MILP over only the buildings DP-out fills (`restriction`), with its own routes
-(`RouteTable.among`): a model of p B'^2 rows rather than the cluster's p B^2, built in a fraction of the time, whose
-optimum is at least as good as DP-out's and a feasible layout of the whole instance.
+A *restriction* is the shape's MILP over only the buildings a pattern uses (`restrictions`: those DP-out fills, and
+those PP-out's stages sit in), with its own routes (`RouteTable.among`): a model of p B'^2 rows rather than the
+cluster's p B^2, built in a fraction of the time, whose optimum is at least as good as the pattern's and a feasible
+layout of the whole instance.
 """
 
 from __future__ import annotations
@@ -86,6 +87,15 @@ def pp_out_cells(ctx: ShapeContext) -> Cells | None:
             cells[j, k] = cells_per_stage
         stage += stages_in[k]
     return cells
+
+
+def restrictions(ctx: ShapeContext) -> list[list[str]]:
+    """The building sets of the shape's restrictions, fewest buildings first, each in the instance's order and
+    smaller than the cluster: those DP-out fills (`restriction`) and those PP-out's stages sit in, once each."""
+    sets = [restriction(ctx), None if (cells := pp_out_cells(ctx)) is None else
+            [k for k in ctx.buildings if any(key == k for _, key in cells)]]
+    unique = {tuple(buildings) for buildings in sets if buildings is not None and len(buildings) < len(ctx.buildings)}
+    return [list(buildings) for buildings in sorted(unique, key=len)]
 
 
 def pattern_cells(ctx: ShapeContext, pattern: Pattern) -> Cells | None:

@@ -23,7 +23,7 @@ from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
-from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restriction
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restrictions
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import RouteTable, route_table
@@ -146,13 +146,13 @@ class ShapeSearch:
 
     Phase 1 takes the front shape, and the front shape of every span (the fewest buildings a shape's GPUs need),
     so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use the whole
-    cluster; it solves each one's restriction (`patterns.restriction`, a small model), then each one's named
+    cluster; it solves each one's restrictions (`patterns.restrictions`, small models), then each one's named
     patterns on its full model where that model is affordable. Phase 2 runs
     rounds: each round solves the full MILP of every open shape that can still beat the incumbent by more than the
-    gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's patterns first, if
-    phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in solver work;
-    the wall-clock limit only ends the sequence, and once there is a plan a shape's model is built only when the
-    builds so far predict it fits the time left (`affordable`)."""
+    gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's restrictions and
+    patterns first, if phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in
+    solver work; the wall-clock limit only ends the sequence, and once there is a plan a shape's model is built only
+    when the builds so far predict it fits the time left (`affordable`)."""
 
     screening: Screening
     start: float
@@ -168,6 +168,7 @@ class ShapeSearch:
     sharpened: set[int] = field(default_factory=set)
     closed: set[int] = field(default_factory=set)
     patterns_tried: set[int] = field(default_factory=set)
+    restrictions_tried: set[int] = field(default_factory=set)
     out_of_time: bool = False
     build_s: float = 0.0
     solver_s: float = 0.0
@@ -331,26 +332,30 @@ class ShapeSearch:
         return outcome
 
     def restriction_extent(self, i: int) -> float:
-        """`extent` of shape i's restriction: p B'^2 (inf when DP-out cannot hold it)."""
-        buildings = restriction(self.ctx(i))
-        return math.inf if buildings is None else self.ctx(i).shape.pp * len(buildings) ** 2
+        """`extent` of shape i's smallest restriction: p B'^2 (inf when it has none)."""
+        sets = restrictions(self.ctx(i))
+        return self.ctx(i).shape.pp * len(sets[0]) ** 2 if sets else math.inf
 
     def try_restriction(self, i: int, time_limit_s: float | None = None) -> None:
-        """Solve shape i's restriction (`patterns.restriction`: its MILP over the buildings DP-out fills) within
-        PATTERN_NODES (and `time_limit_s` when given), when that is fewer buildings than the cluster's. Its bound
-        holds for the restriction only, so only its incumbent is kept."""
+        """Solve shape i's restrictions (`patterns.restrictions`: its MILP over the buildings DP-out fills, then over
+        those PP-out uses), each within PATTERN_NODES, once per shape in the search (and again, within `time_limit_s`,
+        in the rescue). Their bounds hold for the restrictions only, so only their incumbents are kept."""
+        if time_limit_s is None:
+            if i in self.restrictions_tried:
+                return
+            self.restrictions_tried.add(i)
         ctx = self.ctx(i)
-        buildings = restriction(ctx)
-        if buildings is None or len(buildings) == len(ctx.buildings):
-            return
-        sub = replace(ctx, routes=ctx.routes.among(buildings))
-        built = time.perf_counter()
-        model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
-        took = time.perf_counter() - built
-        self.build_s += took
-        self.model_build_s += took
-        self.model_extent += extent(sub)
-        self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s, restricted=(model, sub))
+        for buildings in restrictions(ctx):
+            if time_limit_s is None and self.remaining() <= 0:
+                return
+            sub = replace(ctx, routes=ctx.routes.among(buildings))
+            built = time.perf_counter()
+            model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
+            took = time.perf_counter() - built
+            self.build_s += took
+            self.model_build_s += took
+            self.model_extent += extent(sub)
+            self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s, restricted=(model, sub))
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns, each within PATTERN_NODES (and `time_limit_s` when given)."""
@@ -396,6 +401,7 @@ class ShapeSearch:
                     self.out_of_time = True  # this round still solves the models already built
                     continue
                 if i not in self.patterns_tried:
+                    self.try_restriction(i)
                     self.try_patterns(i)
                     if not self.promising(self.bounds[i]):
                         continue

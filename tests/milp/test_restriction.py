@@ -13,7 +13,7 @@ from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, model_size, solve_milp
-from scaleacross_milp.milp.patterns import restriction
+from scaleacross_milp.milp.patterns import restriction, restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import ShapeSearch
@@ -70,3 +70,21 @@ def test_the_search_takes_a_restriction_s_optimum_as_a_plan_the_verifier_replays
     assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A"}
     verification, _ = verify(instance, plan)
     assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
+
+
+def test_pp_out_gives_a_restriction_where_no_building_holds_a_pipeline(tiny):
+    # Four 16-GPU halls in a line; TP8 PP4 DP1 is one 32-GPU pipeline: no hall holds it whole (no DP-out
+    # restriction), but PP-out puts two stages in each of the first two halls, so the search solves the shape over
+    # A and B alone and keeps a plan that leaves C and D idle.
+    halls = [{"name": name, "gpus": 16, "gpu_type": "h100"} for name in "ABCD"]
+    links = [{"a": a, "b": b, "capacity_gbit_s": 400, "distance_km": 50} for a, b in ("AB", "BC", "CD")]
+    instance = tiny(buildings=halls, links=links, global_batch_sequences=8)
+    shape = Shape(tp=8, pp=4, dp=1, micro_batch=1, microbatches=8)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    assert restriction(ctx) is None
+    assert restrictions(ctx) == [["A", "B"]]
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    i = next(i for i, c in enumerate(search.candidates) if c.shape == shape)
+    search.try_restriction(i)
+    assert search.best is not None and search.best.ctx.buildings == ["A", "B"]
