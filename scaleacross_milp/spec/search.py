@@ -26,12 +26,16 @@ class Objective(str, Enum):
 
 
 class DPMode(str, Enum):
-    """Data-parallel synchronisation: DDP all-reduce, FSDP (reshard after forward or not), HSDP."""
+    """Data-parallel synchronisation: DDP all-reduce, FSDP (reshard after forward or not), HSDP, and Megatron's
+    distributed optimizer `zero1` (ZeRO stage 1: gradients reduce-scattered, the optimizer step on the rank's 1/N
+    shard of fp32 master weights and Adam moments, the updated 16-bit parameters all-gathered; weights and the
+    gradient buffer stay whole on every rank)."""
 
     ddp = "ddp"
     fsdp = "fsdp"
     fsdp_no_reshard = "fsdp-no-reshard"
     hsdp = "hsdp"
+    zero1 = "zero1"
 
 
 def _all(enum: type[Enum]) -> list:
