@@ -101,7 +101,18 @@ def test_uneven_buckets_wait_for_the_largest_shortfall():
 
 def test_the_contract_names_zero1_and_refuses_a_typo():
     assert SearchOptions(dp_modes=["zero1"]).dp_modes == [DPMode.zero1]
-    assert DPMode.zero1 in SearchOptions().dp_modes  # searched by default, as every mode
     with pytest.raises(ValidationError, match="'zero1'"):
         SearchOptions(dp_modes=["zero-1"])
     assert not _training().overlap_param_gather
+
+
+@pytest.mark.parametrize(("training", "search", "modes"), [
+    ({}, {}, ["ddp", "fsdp", "fsdp-no-reshard", "hsdp"]),
+    ({"overlap_param_gather": True}, {}, ["ddp", "fsdp", "fsdp-no-reshard", "hsdp", "zero1"]),
+    ({}, {"dp_modes": ["zero1"]}, ["zero1"]),
+    ({"overlap_param_gather": True}, {"dp_modes": ["ddp"]}, ["ddp"]),
+])
+def test_zero1_is_searched_by_default_only_for_a_job_gathering_parameters_behind_the_forward(
+        small_instance, training, search, modes):
+    instance = small_instance(None, None, search, gpus=64, batch=32, search_defaults={}, **training)
+    assert [mode.value for mode in instance.search.dp_modes] == modes
