@@ -538,13 +538,18 @@ def test_solve_refuses_one_path_for_two_outputs(tmp_path, assert_input_error):
     assert_input_error(run("solve", CAMPUS, "-o", same, "--trace", same), f"{same} is given for two outputs")
 
 
-def test_validate_accepts_zero1_and_overlap_param_gather(tmp_path):
+@pytest.mark.parametrize(("modes", "searched"), [(["zero1", "fsdp-no-reshard"], "zero1, fsdp-no-reshard"),
+                                               (None, "ddp, fsdp, fsdp-no-reshard, hsdp, zero1")])
+def test_validate_accepts_zero1_and_overlap_param_gather(tmp_path, modes, searched):
+    # left out, the DP modes of a job gathering its parameters behind the forward include zero1
     data = campus()
-    data["search"]["dp_modes"] = ["zero1", "fsdp-no-reshard"]
+    data["search"].pop("dp_modes", None)
+    if modes:
+        data["search"]["dp_modes"] = modes
     data["training"].update(overlap_grad_reduce=True, overlap_param_gather=True)
     result = run("validate", write(tmp_path, data))
     assert result.exit_code == 0, result.output
-    assert "DP modes zero1, fsdp-no-reshard;" in result.stdout
+    assert f"DP modes {searched};" in result.stdout
 
 
 @pytest.mark.parametrize(("change", "line"), [
