@@ -536,3 +536,41 @@ def test_evaluate_checks_output_paths_before_replaying(tmp_path, assert_input_er
 def test_solve_refuses_one_path_for_two_outputs(tmp_path, assert_input_error):
     same = tmp_path / "out.json"
     assert_input_error(run("solve", CAMPUS, "-o", same, "--trace", same), f"{same} is given for two outputs")
+
+
+@pytest.mark.parametrize(("modes", "searched"), [(["zero1", "fsdp-no-reshard"], "zero1, fsdp-no-reshard"),
+                                               (None, "ddp, fsdp, fsdp-no-reshard, hsdp, zero1")])
+def test_validate_accepts_zero1_and_overlap_param_gather(tmp_path, modes, searched):
+    # left out, the DP modes of a job gathering its parameters behind the forward include zero1
+    data = campus()
+    data["search"].pop("dp_modes", None)
+    if modes:
+        data["search"]["dp_modes"] = modes
+    data["training"].update(overlap_grad_reduce=True, overlap_param_gather=True)
+    result = run("validate", write(tmp_path, data))
+    assert result.exit_code == 0, result.output
+    assert f"DP modes {searched};" in result.stdout
+
+
+@pytest.mark.parametrize(("change", "line"), [
+    (lambda d: d["search"].update(dp_modes=["zero-1"]),
+     "search.dp_modes.0: Input should be 'ddp', 'fsdp', 'fsdp-no-reshard', 'hsdp' or 'zero1'"),
+    (lambda d: d["training"].update(overlap_param_gathers=True),
+     "training.overlap_param_gathers: Extra inputs are not permitted"),
+])
+def test_validate_refuses_a_dp_mode_typo_naming_the_modes(tmp_path, change, line, assert_input_error):
+    data = campus()
+    change(data)
+    path = write(tmp_path, data)
+    result = run("validate", path)
+    assert_input_error(result, f"error: {path}: {line}")
+
+
+def test_evaluate_refuses_a_zero1_layout_whose_whole_weights_and_gradients_do_not_fit(tmp_path, assert_input_error):
+    # the campus layout fits under fsdp-no-reshard (gradients sharded over DP 512); zero1 keeps Llama 3 70B's 4 B
+    # gradients whole: (4 - 4 / 512) B more per parameter, 34.2 GB over stage 0's 40 layers of 213,913,600 per GPU
+    layout = write(tmp_path, CAMPUS_LAYOUT | {"dp_mode": "zero1"}, "layout.json")
+    assert_input_error(run("evaluate", CAMPUS, layout), "stages[0] in A:", "GiB needed per GPU > 73.2 GiB usable")
+    priced = run("evaluate", CAMPUS, layout, "--allow-infeasible")
+    assert priced.exit_code == 0, priced.output
+    assert "DP zero1." in priced.stdout and "INFEASIBLE" in priced.stdout

@@ -259,9 +259,9 @@ def _building_costs(
 def _param_dp_costs(shape: Shape, training: Training, gpu: GPUType, dp_intra: dict[DPVariant, IntraDPSync],
                     dense_gpu: float, expert_gpu: float) -> FixedParamCosts:
     """Per variant, for `dense_gpu` dense and `expert_gpu` expert parameters on one GPU (module docstring):
-    their gradients' intra-building collective t(D g, E g), one all-gather t(D beta, E beta) of the parameters
-    (an all-gather moves what a reduce-scatter does; none under DDP) and the optimizer step over the owned share
-    (all under DDP, D / N_d + E / N_e sharded)."""
+    their gradients' intra-building collective t(D g, E g) (reduce-scatter, all-reduce under DDP), one all-gather
+    t(D beta, E beta) of the parameters (an all-gather moves what a reduce-scatter does; none under DDP) and the
+    optimizer step over the owned share (all under DDP, D / N_d + E / N_e sharded: FSDP, HSDP and zero1 alike)."""
     beta, g, o = training.bytes_per_element, training.grad_bytes_per_param, training.optimizer_bytes_per_param
     sync, gather, optimizer = {}, {}, {}
     for v, intra in dp_intra.items():

@@ -45,7 +45,7 @@ class FixedParamCosts:
     """Per-step DP costs on one GPU, under each variant, of parameters a stage holds whatever its layers (the
     embedding on virtual stage 0, the LM head on the last virtual stage), priced with the layers' formulas at
     their size (V*h / tp): their gradients reduced inside the building as one collective of their own, one
-    all-gather of their parameters (FSDP / HSDP; 0 for DDP) and their optimizer step."""
+    all-gather of their parameters (FSDP / HSDP / zero1; 0 for DDP) and their optimizer step."""
 
     dp_sync_s: dict[DPVariant, float]
     gather_s: dict[DPVariant, float]
@@ -73,12 +73,13 @@ class GPUCosts:
     optimizer_s_per_layer: dict[DPVariant, float]
     """Optimizer step time per layer held (memory-bound over the states this GPU owns) under each variant."""
     gather_s_per_layer: dict[DPVariant, float]
-    """One all-gather of one layer's parameters over the shard group inside the building (FSDP / HSDP; 0 for DDP):
-    what each forward and backward pass waits for under reshard-after-forward."""
+    """One all-gather of one layer's parameters over the shard group inside the building (FSDP / HSDP / zero1; 0 for
+    DDP): what each forward and backward pass waits for under reshard-after-forward, and what zero1 gathers once per
+    step."""
     dp_intra: dict[DPVariant, IntraDPSync]
     """Intra-building DP synchronisation per step under each variant that is not hidden behind compute, as a
     function of a stage's layers (`IntraDPSync.stage_s`: one collective over a
-    chunk's whole gradient buffer under DDP / fsdp-no-reshard, per layer under FSDP / HSDP; hierarchical
+    chunk's whole gradient buffer under DDP / fsdp-no-reshard / zero1, per layer under FSDP / HSDP; hierarchical
     algorithms; the building's pods and oversubscription)."""
     embedding_dp: FixedParamCosts
     """DP sync, all-gather and optimizer step of the embedding (virtual stage 0)."""
@@ -106,7 +107,8 @@ class ShapeCosts:
     """Activation bytes one GPU keeps per layer per in-flight microbatch (recompute mode applied)."""
     layer_state_bytes: dict[DPVariant, float]
     """Weights + gradients + optimizer states per GPU per layer under each variant (FSDP shards over dp*cp
-    ranks; HSDP over dp*cp/replicas), plus the transient unsharded buffers FSDP needs."""
+    ranks; HSDP over dp*cp/replicas; zero1 shards only the optimizer states), plus the transient unsharded buffers
+    FSDP needs."""
     first_stage_fixed_bytes: dict[DPVariant, float]
     last_stage_fixed_bytes: dict[DPVariant, float]
     """Embedding / LM-head states (+ logits buffers on the last stage) per GPU under each mode."""
@@ -120,7 +122,7 @@ class ShapeCosts:
     """6 * params-active * tokens + attention, recompute not counted: the MFU numerator."""
     stage_fixed_bytes: dict[DPVariant, float] = field(default_factory=dict)
     """Per-GPU bytes every stage holds whatever its layer count: FSDP/HSDP transient unsharded buffers
-    (2 layers of weights + 1 of gradients); 0 for DDP and fsdp-no-reshard."""
+    (2 layers of weights + 1 of gradients); 0 for DDP, fsdp-no-reshard and zero1."""
 
     def building(self, name: str) -> GPUCosts:
         """The shape priced in building `name` (its class's entry)."""

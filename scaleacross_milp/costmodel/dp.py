@@ -12,15 +12,25 @@ dense and E expert bytes in the stage's building (`dp_intra_collective_s`):
                  same time is spread over the chunk's layers as the last backward finalises them (its buckets,
                  40M+ parameters each, are priced as the one collective)
   fsdp-no-reshard the same with the final gradient reduce-scatter
+  zero1          (Megatron's distributed optimizer) the same reduce-scatter of each chunk's whole buffer as
+                 fsdp-no-reshard, timed like DDP; then the optimizer step on the 1/N shard and one all-gather of the
+                 updated 16-bit parameters (GPUCosts.gather_s_per_layer per layer, FixedParamCosts.gather_s for the
+                 embedding and head): after the step, exposed, or under Training.overlap_param_gather behind the
+                 next forward (`params_gathered_at_end`, `start_gather_terms`)
   FSDP (reshard) per-layer units (PyTorch FSDP wraps each layer): n t(d, e); parameter re-gathers
                  (GPUCosts.gather_s_per_layer, two per microbatch) are prefetched behind compute, which the
                  MILP bounds by the comm stream
   HSDP           per-layer units, the reduce-scatter over the shard group (inside the building): n t(d, e);
                  the cross-replica all-reduce crosses buildings and is priced by the MILP with CrossPhases
 When the reduction runs (`grad_reduce_overlaps`): the FSDP modes (fsdp, fsdp-no-reshard, HSDP: PyTorch FSDP)
-reduce-scatter each unit in its post-backward hook, behind the rest of the backward, always; DDP (Megatron-core's)
-reduces bucket by bucket behind the chunk's last backward only under Training.overlap_grad_reduce, else after the
-rank's last backward (Megatron-core's default; PyTorch DDP always overlaps: set the option for it).
+reduce-scatter each unit in its post-backward hook, behind the rest of the backward, always; DDP and zero1
+(Megatron-core's) reduce bucket by bucket behind the chunk's last backward only under Training.overlap_grad_reduce,
+else after the rank's last backward (Megatron-core's default; PyTorch DDP always overlaps: set the option for it).
+When zero1's parameter all-gather runs (`params_gathered_at_end`): after the rank's optimizer step, every chunk's in
+turn, exposed (Megatron-core's default); under Training.overlap_param_gather bucket by bucket behind the next
+iteration's forward, priced in the iteration as gathers before each chunk's first forward, as fsdp-no-reshard's
+are, whose first forward waits only for the first bucket and for what the gather stream falls behind
+(`bucketed_gather_wait_s`).
 The embedding and LM head are reduced in a collective of their own, t(V h g / tp, 0), on top of the stage's
 (GPUCosts.embedding_dp / head_dp, built with `IntraDPSync.collective_s`).
 """
@@ -49,10 +59,13 @@ class CrossPhases:
       DDP / HSDP       1 all-gather of gradients (ratio 1) + 1 reduce-scatter   (= one all-reduce)
       fsdp-no-reshard  1 all-gather of beta-byte params (ratio beta/grad_bytes) + 1 reduce-scatter of grads
       fsdp             2*m all-gathers of params (forward and backward of every microbatch) + 1 reduce-scatter
+      zero1            1 all-gather of beta-byte params + 1 reduce-scatter of grads (fsdp-no-reshard's volume)
     When they happen: the reduce-scatter and DDP / HSDP's gradient all-gather at the end of the step, after the
-    backward; FSDP's parameter all-gathers before the op that needs them (`params_before_ops`), prefetched behind
-    compute: `gathers_per_microbatch` of them per microbatch (2 under reshard-after-forward, 0 without reshard,
-    whose one gather per stage precedes its first forward).
+    backward; zero1's parameter all-gather at the end too (after the optimizer step), or under
+    overlap_param_gather before the first forward, as fsdp-no-reshard's; FSDP's parameter all-gathers before the
+    op that needs them (`params_before_ops`), prefetched behind compute: `gathers_per_microbatch` of them per
+    microbatch (2 under reshard-after-forward, 0 without reshard, whose one gather per stage precedes its first
+    forward).
     """
 
     gather_phases: int
@@ -83,12 +96,16 @@ def exchange_connections(cells_from: int, cells_to: int) -> int:
 
 
 def dp_cross_phases(
-    variant: DPVariant, microbatches: int, grad_bytes_per_param: float = 4.0, bytes_per_element: float = 2.0
+    variant: DPVariant, microbatches: int, grad_bytes_per_param: float = 4.0, bytes_per_element: float = 2.0,
+    overlap_param_gather: bool = False,
 ) -> CrossPhases:
-    """Phases of DP synchronisation that cross buildings per step (see CrossPhases)."""
+    """Phases of DP synchronisation that cross buildings per step (see CrossPhases; `overlap_param_gather`:
+    Training.overlap_param_gather, which moves zero1's parameter gather before the first forward)."""
     param_ratio = bytes_per_element / grad_bytes_per_param
     if variant.mode in (DPMode.ddp, DPMode.hsdp):
         return CrossPhases(1, 1.0, 1)
+    if variant.mode is DPMode.zero1:
+        return CrossPhases(1, param_ratio, 1, params_before_ops=overlap_param_gather)
     if variant.mode is DPMode.fsdp_no_reshard:
         return CrossPhases(1, param_ratio, 1, params_before_ops=True)
     return CrossPhases(2 * microbatches, param_ratio, 1, params_before_ops=True, gathers_per_microbatch=2)
@@ -96,8 +113,46 @@ def dp_cross_phases(
 
 def grad_reduce_overlaps(training: Training, variant: DPVariant) -> bool:
     """True when a chunk's gradient reduction runs behind its last backward (module docstring): the FSDP modes
-    always, DDP under Training.overlap_grad_reduce."""
-    return variant.mode is not DPMode.ddp or training.overlap_grad_reduce
+    always, DDP and zero1 under Training.overlap_grad_reduce."""
+    return variant.mode not in (DPMode.ddp, DPMode.zero1) or training.overlap_grad_reduce
+
+
+def params_gathered_at_end(training: Training, variant: DPVariant) -> bool:
+    """True when the parameter all-gather runs after the optimizer step, exposed: zero1 without
+    Training.overlap_param_gather (module docstring)."""
+    return variant.mode is DPMode.zero1 and not training.overlap_param_gather
+
+
+def bucketed_gather_wait_s(gathers: Sequence[float], forwards: Sequence[float]) -> float:
+    """How long a chunk's forward is delayed by its parameter all-gather when the gather stream fetches its layers'
+    buckets one after another (a_i seconds each, from the forward's own start) and layer i's forward (f_i seconds)
+    waits for its bucket: max_k (a_1 + ... + a_k - f_1 - ... - f_{k-1}). Only the first bucket waits when each
+    gather is shorter than the forward before it; uniform layers give a + (n - 1) max(0, a - f)
+    (`start_gather_terms`)."""
+    wait = gathered = computed = 0.0
+    for a, f in zip(gathers, forwards, strict=True):
+        gathered += a
+        wait = max(wait, gathered - computed)
+        computed += f
+    return wait
+
+
+def params_gathered_bucketwise(training: Training, variant: DPVariant) -> bool:
+    """True when a chunk's first forward waits only for its first bucket and for what the gather stream falls behind
+    (`bucketed_gather_wait_s`): zero1 under Training.overlap_param_gather; the FSDP modes' gathers precede the op
+    that needs them whole."""
+    return variant.mode is DPMode.zero1 and training.overlap_param_gather
+
+
+def start_gather_terms(training: Training, variant: DPVariant, gather_s: float, forward_s: float
+                       ) -> tuple[float, float]:
+    """(per layer, per stage) seconds of a stage's parameter gather that the MILP's gather0 charges, for n layers of
+    a = `gather_s` and f = `forward_s` each: n a when the whole gather waits (FSDP modes before the first forward,
+    zero1 after the optimizer step), n max(0, a - f) + min(a, f) bucket by bucket (`params_gathered_bucketwise`:
+    `bucketed_gather_wait_s` of n equal layers, a + (n - 1) max(0, a - f))."""
+    if not params_gathered_bucketwise(training, variant):
+        return gather_s, 0.0
+    return max(0.0, gather_s - forward_s), min(gather_s, forward_s)
 
 
 def hierarchical_time_s(
@@ -167,9 +222,9 @@ def dp_intra_collective_s(
     expert_grad_bytes: float,
     nvlink_domain_gpus: int = 8,
 ) -> float:
-    """One intra-building DP collective (all-reduce for DDP, else reduce-scatter) of one GPU's `*_grad_bytes`
-    (dense split over tp, experts over tp*ep) over the stage's `dp_rings` in `building`, each hierarchical
-    (`hierarchical_time_s`)."""
+    """One intra-building DP collective (all-reduce for DDP, else reduce-scatter: zero1's too) of one GPU's
+    `*_grad_bytes` (dense split over tp, experts over tp*ep) over the stage's `dp_rings` in `building`, each
+    hierarchical (`hierarchical_time_s`)."""
     return rings_time_s(comm, variant, dp_rings(shape, building, variant, nvlink_domain_gpus), dense_grad_bytes,
                         expert_grad_bytes)
 
@@ -199,7 +254,8 @@ class IntraDPSync:
 
     @property
     def per_layer_units(self) -> bool:
-        """FSDP / HSDP reduce each layer's gradients on their own; DDP and fsdp-no-reshard a chunk's buffer."""
+        """FSDP / HSDP reduce each layer's gradients on their own; DDP, fsdp-no-reshard and zero1 a chunk's
+        buffer."""
         return self.variant.mode in (DPMode.fsdp, DPMode.hsdp)
 
     def collective_s(self, dense_grad_bytes: float, expert_grad_bytes: float) -> float:

@@ -11,15 +11,18 @@ State bytes per parameter: weights beta (2) + grad_bytes_per_param + optimizer_b
   FSDP             everything sharded over N = dp*cp (dense) or dp*cp/ep (experts)
   fsdp-no-reshard  weights unsharded after forward (full beta), grads + optimizer sharded over N
   HSDP (r)         like FSDP with shard group N/r
+  zero1            weights and gradients replicated (beta + g), optimizer states sharded over N (o / N): Megatron's
+                   distributed optimizer keeps the bf16 parameters and the full gradient buffer on every rank and
+                   shards the fp32 master weights and Adam moments
 FSDP/HSDP also hold transient unsharded buffers: ~2 layers of weights (current + prefetched) and one layer of
 unsharded gradients; these are per GPU, not per layer (`fsdp_transient_bytes`).
 
 fp8 training (Transformer Engine) adds per layer (`fp8_layer_bytes`): an FP8 copy of each GEMM weight and its
-transpose, FP8_WEIGHT_COPY_BYTES = 2 per layer parameter, held like the 16-bit weights (whole under DDP and
-fsdp-no-reshard, the shard under FSDP / HSDP); and per FP8 tensor (input, weight, output gradient of each GEMM) its
-scale, inverse scale and amax history in fp32, FP8_SCALING_BYTES_PER_TENSOR. Activations are counted as in 16-bit
-training: a GEMM's input is saved as FP8 plus its FP8 transpose (the operand layout of the weight-gradient GEMM on
-Hopper), the 2 bytes per element of the BF16 input it replaces.
+transpose, FP8_WEIGHT_COPY_BYTES = 2 per layer parameter, held like the 16-bit weights (whole under DDP,
+fsdp-no-reshard and zero1, the shard under FSDP / HSDP); and per FP8 tensor (input, weight, output gradient of
+each GEMM) its scale, inverse scale and amax history in fp32, FP8_SCALING_BYTES_PER_TENSOR. Activations are
+counted as in 16-bit training: a GEMM's input is saved as FP8 plus its FP8 transpose (the operand layout of the
+weight-gradient GEMM on Hopper), the 2 bytes per element of the BF16 input it replaces.
 """
 
 from __future__ import annotations
@@ -145,6 +148,8 @@ def state_bytes(dense: float, expert: float, shape: Shape, training: Training, v
     nd, ne = shard_groups(shape, variant)
     if variant.mode is DPMode.fsdp_no_reshard:
         return (d_gpu + e_gpu) * beta + (d_gpu / nd + e_gpu / ne) * (g + o)
+    if variant.mode is DPMode.zero1:
+        return (d_gpu + e_gpu) * (beta + g) + (d_gpu / nd + e_gpu / ne) * o
     return (d_gpu / nd + e_gpu / ne) * (beta + g + o)
 
 
@@ -167,7 +172,7 @@ def gemms_per_layer(model: ModelSpec, shape: Shape) -> float:
 
 def fp8_layer_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
     """fp8 only (else 0): FP8_WEIGHT_COPY_BYTES x the layer parameters on the GPU held like the 16-bit weights
-    (D/tp + E/(tp ep) whole under DDP and fsdp-no-reshard, D/(tp N_d) + E/(tp ep N_e) under FSDP / HSDP) +
+    (D/tp + E/(tp ep) whole under DDP, fsdp-no-reshard and zero1, D/(tp N_d) + E/(tp ep N_e) under FSDP / HSDP) +
     FP8_SCALING_BYTES_PER_TENSOR x FP8_TENSORS_PER_GEMM x gemms_per_layer."""
     if training.precision is not Precision.fp8:
         return 0.0
@@ -182,8 +187,8 @@ def fp8_layer_bytes(model: ModelSpec, shape: Shape, training: Training, variant:
 
 def fsdp_transient_bytes(model: ModelSpec, shape: Shape, training: Training, variant: DPVariant) -> float:
     """Unsharded buffers of FSDP/HSDP per GPU: 2 layers of weights (beta) + 1 layer of gradients, using the
-    largest layer (MoE if any). 0 for DDP and fsdp-no-reshard (weights already counted unsharded)."""
-    if variant.mode in (DPMode.ddp, DPMode.fsdp_no_reshard):
+    largest layer (MoE if any). 0 for DDP, fsdp-no-reshard and zero1 (weights already counted unsharded)."""
+    if variant.mode in (DPMode.ddp, DPMode.fsdp_no_reshard, DPMode.zero1):
         return 0.0
     params = model_params(model)
     layers = [params.dense] + ([params.moe] if model.moe is not None else [])

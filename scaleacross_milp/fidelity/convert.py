@@ -20,10 +20,7 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
   DP mode      torch-ddp, local-ddp, none (dp = 1) -> DDP; fsdp -> FSDP (reshard after forward, torchtitan's
                default); fsdp-no-reshard as named. NVIDIA's NeMo / Megatron-Bridge rows run Megatron's distributed
                optimizer (dist-opt: gradients reduce-scattered, parameters all-gathered, optimizer states sharded)
-               with overlap_grad_reduce / overlap_param_gather: the layout format has no ZeRO-1 yet, so they run
-               as DDP (an all-reduce moves what reduce-scatter + all-gather move) with Training.overlap_grad_reduce
-               on (the whole all-reduce behind the last backward, where the run hides the reduce-scatter there and
-               the parameter all-gather behind the next forward); megatron-fsdp -> FSDP.
+               -> DPMode.zero1; megatron-fsdp -> FSDP.
   recompute    full / selective / none as named; "selective+sequence-parallel" is selective with sequence
                parallelism. torchtitan's "selective" is op-level (llama3_8b.toml: selective_ac_option = 'op'):
                per layer it saves the SDPA output and the mm outputs except every second mm (wk, wo, w3), and
@@ -45,9 +42,10 @@ What the rows leave open, and what is assumed (the same for every row of a sourc
                published performance recipes; their READMEs name a recompute module only for DeepSeek-V3).
   overlap      NVIDIA's rows run Megatron-Bridge / NeMo recipes, whose DistributedDataParallelConfig sets
                overlap_grad_reduce=True, overlap_param_gather=True, use_distributed_optimizer=True (NeMo's
-               "Communication Overlap" guide: the DP reduce-scatter and all-gather chunked per layer behind compute):
-               Training.overlap_grad_reduce on for every NVIDIA row; Training.tp_comm_overlap where the row's notes
-               say "TP comm overlap" (the READMEs' tables; every such row has TP > 1). torch-ddp rows:
+               "Communication Overlap" guide: the DP reduce-scatter and all-gather chunked per layer behind compute,
+               exposing one chunk): Training.overlap_grad_reduce and overlap_param_gather on for every NVIDIA
+               row; Training.tp_comm_overlap where the row's notes say "TP comm overlap" (the READMEs' tables; every
+               such row has TP > 1). torch-ddp rows:
                overlap_grad_reduce on (PyTorch DDP all-reduces its buckets in autograd hooks during the backward,
                always). local-ddp and none (Megatron-LM 2021 / 2022's own DDP, no overlap option then): off; the FSDP
                modes always overlap their reduction (costmodel.dp.grad_reduce_overlaps).
@@ -71,7 +69,7 @@ LLAMA3_INTERLEAVE = 2
 DEFAULT_MICRO_BATCH = 1
 TORCH_DDP = "torch-ddp"
 DP_MODES = {TORCH_DDP: DPMode.ddp, "local-ddp": DPMode.ddp, "none": DPMode.ddp, "fsdp": DPMode.fsdp,
-            "fsdp-no-reshard": DPMode.fsdp_no_reshard, "dist-opt": DPMode.ddp, "megatron-fsdp": DPMode.fsdp}
+            "fsdp-no-reshard": DPMode.fsdp_no_reshard, "dist-opt": DPMode.zero1, "megatron-fsdp": DPMode.fsdp}
 NVIDIA_SOURCES = ("dgxc", "nemo", "mbridge")
 FLASH_SOURCES = ("llama3", "torchtitan", *NVIDIA_SOURCES)
 SEQUENCE_PARALLEL_SOURCES = ("llama3", *NVIDIA_SOURCES)
@@ -100,6 +98,7 @@ def training(row: PublishedRow) -> Training:
         kernels=kernels(row),
         tp_comm_overlap=TP_OVERLAP_NOTE in row.notes,
         overlap_grad_reduce=row.source.startswith(NVIDIA_SOURCES) or row.dp_impl == TORCH_DDP,
+        overlap_param_gather=row.source.startswith(NVIDIA_SOURCES),
     )
 
 

@@ -22,7 +22,7 @@ from scaleacross_milp.spec.topology import Transport
 
 def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> list[DPVariant]:
     """DP variants for a shape: HSDP with r replica groups for every r in 2..buildings dividing the cells
-    per stage (r = 1 would be FSDP); the other modes once."""
+    per stage (r = 1 would be FSDP); the other modes (DDP, FSDP, fsdp-no-reshard, zero1) once."""
     variants = []
     for mode in modes:
         if mode is DPMode.hsdp:

@@ -207,7 +207,8 @@ def _batch_idle(instance: Instance, shape: Shape, free: dict[str, int]) -> tuple
 
 def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse
                  ) -> tuple[IdleGPUs, list[str]] | None:
-    """The memory cause when no stage of the plan fits `building`'s GPU type, with FSDP as the what-if."""
+    """The memory cause when no stage of the plan fits `building`'s GPU type, with the first of zero1 (optimizer
+    states sharded, the plan's DP traffic) and FSDP (everything sharded) that fits as the what-if."""
     shape, variant = resolved.layout.shape, resolved.variant
     usable = costs.building(building.name).hbm_usable_bytes
     least = min(_stage_needs(costs, resolved, variant))
@@ -216,14 +217,14 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
     idle = IdleGPUs(cause=IdleCause.memory, buildings=[building.name], gpus=building.gpus, detail=(
         f"the plan's stages need {least / GIB:.1f} GiB per GPU at least, {building.gpu_type} offers "
         f"{usable / GIB:.1f} GiB usable"))
-    sharded = DPVariant(DPMode.fsdp)
-    if variant == sharded:
-        return idle, []
-    fsdp = min(_stage_needs(build_shape_costs(instance, shape, [sharded]), resolved, sharded))
-    if fsdp > usable:
-        return idle, []
-    return idle, [f"dp_mode fsdp would bring the least stage to {fsdp / GIB:.1f} GiB per GPU, within "
-                  f"{building.name}'s {usable / GIB:.1f} GiB"]
+    for sharded in (DPVariant(DPMode.zero1), DPVariant(DPMode.fsdp)):
+        if sharded == variant:
+            continue
+        needs = min(_stage_needs(build_shape_costs(instance, shape, [sharded]), resolved, sharded))
+        if needs <= usable:
+            return idle, [f"dp_mode {sharded.mode.value} would bring the least stage to {needs / GIB:.1f} GiB per GPU, "
+                          f"within {building.name}'s {usable / GIB:.1f} GiB"]
+    return idle, []
 
 
 def _price_idle(instance: Instance, resolved: ResolvedLayout, building: BuildingUse, iteration_s: float | None,

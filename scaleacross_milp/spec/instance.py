@@ -12,7 +12,7 @@ from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.hf_config import model_from_hf_config
 from scaleacross_milp.spec.jsonfile import FileProblems, error_lines, read_json, validate_json
 from scaleacross_milp.spec.model import ModelSpec
-from scaleacross_milp.spec.search import Objective, SearchOptions
+from scaleacross_milp.spec.search import DEFAULT_DP_MODES, DPMode, Objective, SearchOptions
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.spec.training import Training
 
@@ -75,6 +75,20 @@ class Instance(Contract):
         description="calibrated collective profile: a bundled name (scaleacross_milp/calibration/profiles/) or "
         "a profile JSON path relative to the instance file; None: the bundled 'default'",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _zero1_searched_for_megatron_jobs(cls, data: Any) -> Any:
+        """search.dp_modes left out and training.overlap_param_gather on (a job running Megatron's distributed
+        optimizer): the default modes and zero1 (`spec.search.DEFAULT_DP_MODES`)."""
+        if not isinstance(data, dict) or not isinstance(data.get("training"), dict | Training):
+            return data
+        training, search = data["training"], data.get("search", {})
+        gathers = (training.get("overlap_param_gather") if isinstance(training, dict)
+                   else training.overlap_param_gather)
+        if gathers is not True or not isinstance(search, dict) or "dp_modes" in search:
+            return data
+        return {**data, "search": {**search, "dp_modes": [*DEFAULT_DP_MODES, DPMode.zero1]}}
 
     @model_validator(mode="after")
     def _gpu_types_known(self) -> Instance:

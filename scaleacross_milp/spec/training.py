@@ -84,7 +84,13 @@ class Training(Contract):
     are reduced bucket by bucket as its last backward makes them final, behind that backward and the rank's later
     work; off, every chunk's reduction starts once the rank's last backward has finished (finalize_model_grads).
     PyTorch DDP always overlaps (set it on for it); the FSDP modes always reduce in their post-backward hooks
-    (costmodel.dp.grad_reduce_overlaps).
+    (costmodel.dp.grad_reduce_overlaps). It applies to `zero1` (Megatron's distributed optimizer) alike, whose
+    reduction is a reduce-scatter.
+    `overlap_param_gather` (Megatron-core DistributedDataParallelConfig), for the `zero1` DP mode: the updated
+    parameters are all-gathered bucket by bucket behind the next iteration's forward (each module's forward
+    pre-hook waits for its bucket), so a chunk's first forward waits only for its first bucket and for what the
+    gather stream falls behind the forward; off, the all-gather runs after the optimizer step, exposed
+    (costmodel.dp.params_gathered_at_end).
     """
 
     seq_len: PositiveInt = Field(le=MAX_SEQ_LEN)
@@ -108,6 +114,9 @@ class Training(Contract):
     overlap_grad_reduce: bool = Field(False, description=(
         "Megatron-core overlap_grad_reduce (ddp mode): DP gradient reduction bucket by bucket behind the last "
         "backward; off, after the rank's last backward (the FSDP modes always overlap)"))
+    overlap_param_gather: bool = Field(False, description=(
+        "Megatron-core overlap_param_gather (zero1 mode): the updated parameters all-gathered bucket by bucket "
+        "behind the next forward; off, after the optimizer step, exposed"))
 
     @model_validator(mode="after")
     def _batch_given_once(self) -> Training:

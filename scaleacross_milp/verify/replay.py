@@ -11,8 +11,10 @@ The iteration is a graph of operations; an operation starts when all its predece
                                 starting once the previous one has arrived, so a rank that produces sends faster
                                 than the link carries them queues them rather than sharing the link between them
   comm stream of each rank      FSDP/HSDP all-gathers, prefetched: issued once the action two before the one
-                                that needs it has finished; the DP reduction of each chunk, layer by layer as
-                                its weight gradients become ready (comm finishes at
+                                that needs it has finished (zero1 under overlap_param_gather: before each
+                                chunk's first F, which waits for StageWork.gather_wait_s of it; without it, the
+                                rank's whole all-gather after its optimizer step); the DP reduction of each
+                                chunk, layer by layer as its weight gradients become ready (comm finishes at
                                 max(c0 + n d, t0 + max_i((i+1) delta + (n-i) d)), delta = window / n layers,
                                 the window being the op that finalises the gradients (t0 its start)) when the
                                 reduction overlaps (Workload.overlap_grad_reduce), else every chunk's reduction
@@ -21,7 +23,9 @@ The iteration is a graph of operations; an operation starts when all its predece
                                 patterns and then moves (G x_s + Q x_t) / D gradient copies s -> t (ring over
                                 the B holders, 2 (B-1) latency steps); an all-gather moves, per op, the share of
                                 each cell's shard group held in other buildings (none under HSDP when every
-                                shard group of D / r cells stays in one building)
+                                shard group of D / r cells stays in one building); zero1's parameter gather,
+                                when it runs after the step, moves with the reduction (G = beta / g) ahead of
+                                the optimizer step (step and gather run one after the other either way)
 A heap orders finishing times; the fluid network reports flow completions between them.
 """
 
@@ -195,6 +199,8 @@ class _Builder:
             if a.kind == "F":
                 first_forward.setdefault(a.stage, k)
         mode = self.r.variant.mode
+        per_pass = mode in (DPMode.fsdp, DPMode.hsdp)
+        at_first = mode is not DPMode.ddp and not self.w.params_at_end
         stream, comm = None, None
         compute_nodes: list[int] = []
         totals = [0.0, 0.0, 0.0]
@@ -202,14 +208,16 @@ class _Builder:
         for k, a in enumerate(ops):
             stage = work.stages[a.stage]
             gathers = []
-            if self.level.all_gathers and mode is not DPMode.ddp and (stage.all_gather_s > 0 or self._pull(rank)) and (
-                    (a.kind in ("F", "I", "B") and mode is not DPMode.fsdp_no_reshard) or first_forward.get(
-                        a.stage) == k):
+            if self.level.all_gathers and (stage.all_gather_s > 0 or self._pull(rank)) and (
+                    (per_pass and a.kind in ("F", "I", "B")) or (at_first and first_forward.get(a.stage) == k)):
                 prefetch = compute_nodes[k - 2] if k >= 2 else None
                 if stage.all_gather_s > 0:
-                    comm = self.g.add(FIXED, stage.all_gather_s, comm_track, f"all-gather {a.stage}", "dp",
+                    comm = self.g.add(FIXED, stage.gather_wait_s, comm_track, f"all-gather {a.stage}", "dp",
                                       (comm, prefetch))
                     gathers.append(comm)
+                    if stage.all_gather_s > stage.gather_wait_s:
+                        comm = self.g.add(FIXED, stage.all_gather_s - stage.gather_wait_s, comm_track,
+                                          f"all-gather {a.stage} (behind the forward)", "dp", (comm,))
                 gathers += self._cross_gathers(g, rank, a, (prefetch,))
             duration = stage.op_s(a.kind)
             tp_cp, ep = stage.comm_s(a.kind)
@@ -323,7 +331,11 @@ class _Builder:
     # ---- DP across buildings, optimizer ------------------------------------------------------------------
     def _cross_building_sync(self) -> None:
         shape = self.r.layout.shape
-        phases = (0.0, 1.0) if self.r.variant.mode in (DPMode.fsdp, DPMode.fsdp_no_reshard) else (1.0, 1.0)
+        mode = self.r.variant.mode
+        if mode in (DPMode.ddp, DPMode.hsdp):
+            phases = (1.0, 1.0)
+        else:  # parameters gathered before the ops (`_cross_gathers`), or zero1's after the step, here
+            phases = (self.w.gather_ratio if self.w.params_at_end else 0.0, 1.0)
         for (rank, stage), layered in self.layered.items():
             cells = self.r.cells(rank)
             if len(cells) < 2:
@@ -345,11 +357,16 @@ class _Builder:
                     self.dp_done[g, rank] = self.dp_done[g, rank] + ends
 
     def _optimizers(self) -> None:
+        """Each rank's optimizer step once its sends and DP sync are done; then, when the parameters are gathered
+        at the end (zero1 without overlap_param_gather), every chunk's all-gather on the comm stream."""
         for (g, rank), stream in self.stream_end.items():
             work = self.w.rank(self.r.patterns[g].buildings[rank], rank)
             preds = [stream, *self.dp_done[g, rank]]
             node = self.g.add(FIXED, work.optimizer_s, self._track(g, rank), "optimizer", "optimizer", preds)
             self.optimizer_nodes.append(node)
+            gather = sum(stage.all_gather_s for stage in work.stages.values())
+            if self.w.params_at_end and self.level.all_gathers and gather > 0:
+                self.g.add(FIXED, gather, self._track(g, rank) + " comm", "all-gather parameters", "dp", (node,))
 
 
 def shard_pull(cells: dict[str, int], group: int) -> dict[tuple[str, str], float]:

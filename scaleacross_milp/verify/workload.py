@@ -16,7 +16,10 @@ model's layers in order: virtual stage s runs the layers after those of virtual 
              gradients become ready behind the chunk's last backward, or after the rank's last backward when the
              reduction does not overlap (costmodel.dp.grad_reduce_overlaps)
   all-gather FSDP / HSDP: before every F and I/B (reshard after forward); fsdp-no-reshard: before the first F
-             of each chunk only; priced as the shard-group collective of the chunk's bf16 parameters
+             of each chunk only; priced as the shard-group collective of the chunk's bf16 parameters; zero1: once
+             per step, after the rank's optimizer step (exposed), or under overlap_param_gather before each chunk's
+             first F, which waits only for the part `costmodel.dp.bucketed_gather_wait_s` of its layers' gathers
+             says (plus the embedding's and head's, whole) while the rest runs on behind it
   optimizer  the optimizer step over the rank's layers
 The TP / CP / EP share of each op comes from the costmodel (GPUCosts.tp_cp_comm and ep_comm).
 """
@@ -28,7 +31,13 @@ from dataclasses import dataclass
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.comm import AlphaBetaModel
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, OpTimes, ShapeCosts
-from scaleacross_milp.costmodel.dp import chunk_sync_s, grad_reduce_overlaps
+from scaleacross_milp.costmodel.dp import (
+    bucketed_gather_wait_s,
+    chunk_sync_s,
+    grad_reduce_overlaps,
+    params_gathered_at_end,
+    params_gathered_bucketwise,
+)
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
@@ -43,6 +52,9 @@ class StageWork:
     tp_cp: OpTimes
     ep: OpTimes
     all_gather_s: float
+    gather_wait_s: float
+    """The part of `all_gather_s` the chunk's first forward waits for (all of it unless zero1 gathers bucket by
+    bucket, `costmodel.dp.params_gathered_bucketwise`)."""
     grad_bytes_per_cell: float
     dp_s: float
     """Intra-building DP synchronisation of the chunk's layers, per step."""
@@ -89,6 +101,9 @@ class Workload:
     overlap_grad_reduce: bool = False
     """A chunk's DP reduction runs behind its last backward (costmodel.dp.grad_reduce_overlaps), else after the
     rank's last backward."""
+    params_at_end: bool = False
+    """The parameters are all-gathered after the optimizer step (costmodel.dp.params_gathered_at_end: zero1 without
+    overlap_param_gather), not before the ops that need them."""
 
     def rank(self, building: str, rank: int) -> RankWork:
         return self.ranks[building, rank]
@@ -128,8 +143,9 @@ def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: S
 
 
 def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kinds: list[_LayerKind],
-                stage: int) -> StageWork:
-    """Virtual stage `stage` in `building`, holding one layer of each entry of `kinds`."""
+                stage: int, bucketwise: bool) -> StageWork:
+    """Virtual stage `stage` in `building`, holding one layer of each entry of `kinds` (`bucketwise`: its first
+    forward waits for the layers' gathers bucket by bucket, `StageWork.gather_wait_s`)."""
     variant, gpu = resolved.variant, costs.building(building)
     zero = OpTimes(0.0, 0.0, 0.0)
     ops, tp_cp, ep = zero, zero, zero
@@ -140,6 +156,8 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kind
         grad += kind.grad_bytes_per_cell
         optimizer += kind.gpu.optimizer_s_per_layer[variant]
     dp = chunk_sync_s([kind.gpu.dp_intra[variant] for kind in kinds])
+    wait = bucketed_gather_wait_s([kind.gpu.gather_s_per_layer[variant] for kind in kinds],
+                                  [kind.gpu.layer.forward_s for kind in kinds]) if bucketwise else gather
     for held, extra, grad_bytes, fixed in ((stage == 0, gpu.first_stage_extra, costs.grad_bytes_fixed_first,
                                              gpu.embedding_dp),
                                             (stage == resolved.actions.stages - 1, gpu.last_stage_extra,
@@ -147,9 +165,10 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kind
         if held:
             ops, grad = _plus(ops, extra), grad + grad_bytes
             gather += fixed.gather_s[variant]
+            wait += fixed.gather_s[variant]
             dp += fixed.dp_sync_s[variant]
             optimizer += fixed.optimizer_s[variant]
-    return StageWork(len(kinds), ops, tp_cp, ep, gather, grad, dp, optimizer)
+    return StageWork(len(kinds), ops, tp_cp, ep, gather, wait, grad, dp, optimizer)
 
 
 def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers: bool = False) -> Workload:
@@ -171,11 +190,12 @@ def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers:
                 layers = range(first_layer[s], first_layer[s] + chunk_layers[s])
                 kinds = [_LayerKind(by_kind[i in moe].building(name),
                                     by_kind[i in moe].grad_bytes_per_layer_per_cell) for i in layers]
-                stages[s] = _stage_work(resolved, costs, name, kinds, s)
+                stages[s] = _stage_work(resolved, costs, name, kinds, s,
+                                        params_gathered_bucketwise(training, variant))
             ranks[name, r] = RankWork(
                 building=name, stages=stages,
                 send_s=costs.building(name).p2p_intra_s if shape.pp > 1 else 0.0,
                 nic_byte_s=AlphaBetaModel.from_gpu(gpu_type).bandwidth["fabric"],
             )
     return Workload(resolved, costs, ranks, costs.p2p_bytes, training.bytes_per_element / training.grad_bytes_per_param,
-                    grad_reduce_overlaps(training, variant))
+                    grad_reduce_overlaps(training, variant), params_gathered_at_end(training, variant))

@@ -31,6 +31,19 @@ def test_production_fills_whole_pipelines_in_instance_order(two_buildings):
     assert result.notes == []
 
 
+def test_production_runs_megatron_s_distributed_optimizer_when_training_gathers_parameters_behind_the_forward(
+        two_buildings):
+    """The same instance as above with overlap_grad_reduce and overlap_param_gather on: zero1, whose replay then hides
+    all but each chunk's first bucket of the parameter gather, where fsdp-no-reshard waits for the whole of it."""
+    instance = two_buildings(40, 24, search={"pp_degrees": [2]}, overlap_grad_reduce=True, overlap_param_gather=True)
+    result = baseline(instance, Kind.production)
+    assert result.layout.dp_mode is DPMode.zero1 and cells(result) == [(16, {"A": 2}), (16, {"A": 2})]
+    no_reshard = baseline(two_buildings(40, 24, search={"pp_degrees": [2]}, overlap_grad_reduce=True),
+                          Kind.production)
+    assert no_reshard.layout.dp_mode is DPMode.fsdp_no_reshard
+    assert result.iteration_s < no_reshard.iteration_s
+
+
 def test_production_splits_dp_over_buildings_and_sprays_only_without_ecmp(two_buildings):
     """A 40 + B 24, PP 1 fits: 5 + 3 cells, DP 8 (divides 16), 2 microbatches; the link lists spraying first but
     supports ECMP selective repeat, which production takes."""

@@ -41,11 +41,13 @@ def test_dgxc_405b_fp8_row_is_an_interleaved_te_fp8_run(rows):
     assert training.precision is Precision.fp8 and training.recompute is Recompute.none
     assert training.attention is AttentionKernel.flash and training.kernels is Kernels.fused
     assert training.sequence_parallel
+    assert training.overlap_grad_reduce and training.overlap_param_gather  # the NeMo recipes' DDP config
     assert instance.gpu_types["h100-80gb"].peak_dense_tflops[Precision.fp8] == 1979
     shape = layout.shape
     assert (shape.tp, shape.pp, shape.cp, shape.dp, shape.micro_batch, shape.microbatches) == (8, 8, 2, 4, 1, 64)
     # 126 layers do not split into 8 chunks on 8 ranks: 2 chunks (16 layers on the busiest rank, as with 1)
-    assert (layout.schedule, layout.interleave, layout.dp_mode) == (Schedule.interleaved, 2, DPMode.ddp)
+    # dist-opt: Megatron's distributed optimizer
+    assert (layout.schedule, layout.interleave, layout.dp_mode) == (Schedule.interleaved, 2, DPMode.zero1)
 
 
 @pytest.mark.parametrize(("layers", "pp", "vp", "expected"), [

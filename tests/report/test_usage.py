@@ -98,21 +98,29 @@ def test_slower_gpus_stay_idle_when_their_replicas_would_lag(tiny, factor, cause
         assert idle.detail.startswith("DP 16 leaves every pipeline 2 microbatches; a layer takes")
 
 
-def test_building_whose_gpus_cannot_hold_a_stage_is_idle_for_memory(tiny):
-    """TP 8, DDP, full recompute: 17.8 GiB per GPU (tests/verify/test_layout.py's count) > 16 GiB x 0.92 = 14.7;
-    FSDP over 8 ranks holds 1/8 of the states plus one layer's unsharded buffers (218,112,000 / 8 params x 8 B):
-    32 (2 s h / 8 + 27,264,000 x 18 / 8) + 131,334,656 x 18 / 8 + 8192 x 128,256 / 8 x 6 + 218,112,000 = 3.3 GiB."""
-    instance = tiny(buildings=two("small"), links=LINK, gpu_types={"small": H100 | {"hbm_gib": 16}},
+ZERO1_GIB = (32 * (2 * 8192 * 4096 / 8 + 27_264_000 * 7.5) + 131_334_656 * 7.5 + 8192 * 128_256 / 8 * 6) / 2**30
+"""TP 8, DP 8, full recompute under zero1: weights and gradients whole (2 + 4 B per parameter), the 12 B of optimizer
+states over 8 ranks (1.5 B): 32 layers of 27,264,000 parameters per GPU and their 2 s h / 8 B of activations, the
+embedding and head (131,334,656 per GPU) and the logits (b s V / 8 x 6 B)."""
+FSDP_GIB = (32 * (2 * 8192 * 4096 / 8 + 27_264_000 * 18 / 8) + 131_334_656 * 18 / 8 + 8192 * 128_256 / 8 * 6
+            + 218_112_000) / 2**30
+"""FSDP over 8 ranks holds 1/8 of the states plus one layer's unsharded buffers (218,112,000 / 8 params x 8 B)."""
+
+
+@pytest.mark.parametrize(("hbm_gib", "usable", "mode", "gib"), [(16, "14.7", "zero1", ZERO1_GIB),
+                                                                 (8, "7.4", "fsdp", FSDP_GIB)])
+def test_building_whose_gpus_cannot_hold_a_stage_is_idle_for_memory(tiny, hbm_gib, usable, mode, gib):
+    """TP 8, DDP, full recompute: 17.8 GiB per GPU (tests/verify/test_layout.py's count) > the usable 92 % of HBM;
+    the what-if is the first of zero1 (8.0 GiB) and FSDP (3.3 GiB) that fits."""
+    instance = tiny(buildings=two("small"), links=LINK, gpu_types={"small": H100 | {"hbm_gib": hbm_gib}},
                     recompute="full")
     usage = usage_of(instance, bare(tp=8, pp=1, dp=8, microbatches=4))
     [idle] = usage.idle
     assert (idle.cause, idle.buildings) == (IdleCause.memory, ["B"])
-    assert idle.detail == "the plan's stages need 17.8 GiB per GPU at least, small offers 14.7 GiB usable"
-    fsdp = (32 * (2 * 8192 * 4096 / 8 + 27_264_000 * 18 / 8) + 131_334_656 * 18 / 8 + 8192 * 128_256 / 8 * 6
-            + 218_112_000) / 2**30
-    assert usage.suggestions == [f"dp_mode fsdp would bring the least stage to {fsdp:.1f} GiB per GPU, within B's "
-                                 "14.7 GiB"]
-    assert f"{fsdp:.1f}" == "3.3"
+    assert idle.detail == f"the plan's stages need 17.8 GiB per GPU at least, small offers {usable} GiB usable"
+    assert usage.suggestions == [f"dp_mode {mode} would bring the least stage to {gib:.1f} GiB per GPU, within B's "
+                                 f"{usable} GiB"]
+    assert (f"{ZERO1_GIB:.1f}", f"{FSDP_GIB:.1f}") == ("8.0", "3.3")
 
 
 def test_no_further_replica_fits_the_free_gpus(small_instance):

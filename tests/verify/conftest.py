@@ -27,7 +27,7 @@ def synthetic_makespan(actions: ScheduleActions, f: float, i: float, w: float) -
     resolved = ResolvedLayout(layout, Schedule.gpipe, actions, DPVariant(DPMode.ddp), stages,
                               (Pattern(("A",) * p, 1),), {}, ())
     zero = OpTimes(0.0, 0.0, 0.0)
-    work = StageWork(1, OpTimes(f, i, w), zero, zero, 0.0, 0.0, 0.0, 0.0)
+    work = StageWork(1, OpTimes(f, i, w), zero, zero, 0.0, 0.0, 0.0, 0.0, 0.0)
     ranks = {("A", r): RankWork("A", {s: work for s in actions.stages_of(r)}, 0.0, 1e9) for r in range(p)}
     return replay(Workload(resolved, None, ranks, 0.0, 0.0), ONE_BUILDING, COMPUTE_ONLY).makespan_s
 

@@ -1,7 +1,7 @@
 """Discrete options chosen inside the MILP: pipeline schedule, DP variant, transport per link.
 
     sum_o u[o] = 1          schedule option o (schedule with its chunks per rank)
-    sum_v w[v] = 1          DP variant v (DDP, FSDP, FSDP without reshard, HSDP with r replica groups)
+    sum_v w[v] = 1          DP variant v (DDP, FSDP, FSDP without reshard, HSDP with r replica groups, zero1)
     sum_t z[l,t] = 1        transport t on link l
 Layer granularity: with U_g = sum of u[o] over options needing multiples of g layers per rank,
     |n[j] - g q[j,g]| <= L (1 - U_g),  q integer.

@@ -36,9 +36,13 @@ all-gather takes g[k,v]); prefetching hides the gathers behind compute only whil
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
 forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
     gather >= passes_v (n[j] g[k,v] + [j = 0] gE[k,v] + Hd[j] gH[k,v]) - ...,   cycle >= gather
-    gather0 >= n[j] g[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...
+    gather0 >= n[j] g'[k,v] + c[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...
     (tauF, p2p, eF: forward time of a layer, an intra-building send and the embedding on the fastest GPU type;
-    stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank)
+    stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank;
+    (g', c) = `costmodel.dp.start_gather_terms`: (g, 0), or (max(0, g - f), min(g, f)) for zero1 under
+    overlap_param_gather, whose first forward waits only for its first bucket and the stream's shortfall)
+zero1 without overlap_param_gather gathers its updated parameters after the optimizer step, every stage at once:
+the same gather0 rows with no head start and the head counted under every option (Hd), after opt in T's sum.
     T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc
 (the objective, minimise T or the iteration's cost, is set by `cost.add_objective`)
 A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only the op just
@@ -71,7 +75,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.calibration.piecewise import Breakpoints
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts
-from scaleacross_milp.costmodel.dp import grad_reduce_overlaps
+from scaleacross_milp.costmodel.dp import grad_reduce_overlaps, params_gathered_at_end, start_gather_terms
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
@@ -84,44 +88,56 @@ Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
 
 
 def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, building: str, cost: Cost,
-                 head_where: Callable[[ScheduleOption], bool] | None = None) -> list[tuple[list[float], object]]:
+                 head_where: Callable[[ScheduleOption], bool] | None = None,
+                 at_end: list[bool] | None = None) -> list[tuple[list[float], object]]:
     """`choice_lower_bounds` terms over the variants of stage j's fixed parameters in `building`: the embedding's
-    `cost` on stage 0 and the LM head's times H[j] (`chosen.head_on`, over the options `head_where` admits)."""
+    `cost` on stage 0 and the LM head's times H[j] (`chosen.head_on`, over the options `head_where` admits; over
+    every option for the variants flagged in `at_end`)."""
     gpu = ctx.gpu(building)
+    late = at_end or [False] * len(ctx.variants)
     terms: list[tuple[list[float], object]] = []
     if j == 0:
         terms.append(([cost(gpu.embedding_dp)[v] for v in ctx.variants], 1))
-    held = head_on(m, ctx, j, head_where)
-    if not (isinstance(held, int) and held == 0):
-        terms.append(([cost(gpu.head_dp)[v] for v in ctx.variants], held))
+    head = cost(gpu.head_dp)
+    for where, flag in ((head_where, False), (None, True)):
+        coeffs = [head[v] if late[n] == flag else 0.0 for n, v in enumerate(ctx.variants)]
+        held = head_on(m, ctx, j, where)
+        if any(coeffs) and not (isinstance(held, int) and held == 0):
+            terms.append((coeffs, held))
     return terms
 
 
 def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict, cost: Cost,
                     head_where: Callable[[ScheduleOption], bool] | None = None,
-                    head_start: Callable[[int], object] | None = None) -> None:
-    """Add var `name` >= n[j] * per_layer[price group, variant] + the fixed parameters' `cost` (`_fixed_terms`) -
-    head_start(j) over every held (j, k) and the chosen variant (head_start: an expression >= 0, none by
-    default)."""
+                    head_start: Callable[[int], object] | None = None, per_stage: dict | None = None,
+                    at_end: list[bool] | None = None) -> None:
+    """Add var `name` >= n[j] * per_layer[price group, variant] + per_stage[price group, variant] + the fixed
+    parameters' `cost` (`_fixed_terms`) - head_start(j) over every held (j, k) and the chosen variant (head_start: an
+    expression >= 0, none by default; per_stage: 0 by default). A variant flagged in `at_end` has no head start and
+    counts the head under every option (its term runs after the step, not before the first forward)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     groups = [ctx.gpu(key) for key in ctx.price_groups]
     fixed_most = max(max(cost(g.embedding_dp).values(), default=0.0) + max(cost(g.head_dp).values(), default=0.0)
                      for g in groups)
-    big = most * max(per_layer.values(), default=0.0) + fixed_most
+    big = most * max(per_layer.values(), default=0.0) + max((per_stage or {0: 0.0}).values()) + fixed_most
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
     variants = list(m.V)
+    started = [-1.0 if not (at_end and at_end[v]) else 0.0 for v in variants]
     alike = len(ctx.price_groups) == 1
     rows = []
     for j in m.J:
-        ahead = var if head_start is None else var + head_start(j)
+        start = None if head_start is None else head_start(j)
         for k in m.K:
-            lhs = ahead if alike else ahead + big * (1 - m.y[j, k])
+            lhs = var if alike else var + big * (1 - m.y[j, k])
             coeffs = [per_layer[ctx.price_group[k], v] for v in variants]
-            terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, k, cost, head_where)]
-            rows += choice_lower_bounds(lhs, terms, m.w, variants, big)
+            terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
+            if start is not None:
+                terms.append((started, start))
+            constant = None if per_stage is None else [per_stage[ctx.price_group[k], v] for v in variants]
+            rows += choice_lower_bounds(lhs, terms, m.w, variants, big, constant)
         if not alike:
-            rows.append(ahead >= min(per_layer.values()) * m.n[j])
+            rows.append(var + (0.0 if start is None else start) >= min(per_layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 
@@ -306,10 +322,14 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
-    _slowest_holder(m, ctx, "gather0", {
-        (g, v): gpu.gather_s_per_layer[var] for g, gpu in groups.items() for v, var in enumerate(ctx.variants)
-    }, lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
-        head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0))
+    training = ctx.instance.training
+    terms = {(g, v): start_gather_terms(training, var, gpu.gather_s_per_layer[var], gpu.layer.forward_s)
+             for g, gpu in groups.items() for v, var in enumerate(ctx.variants)}
+    _slowest_holder(m, ctx, "gather0", {key: per_layer for key, (per_layer, _) in terms.items()},
+                    lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
+                    head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0),
+                    per_stage={key: constant for key, (_, constant) in terms.items()},
+                    at_end=[params_gathered_at_end(training, var) for var in ctx.variants])
     add_dp_overlap(m, ctx)
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
