@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.dp import start_gather_terms
 from scaleacross_milp.costmodel.price import held_usd_per_s
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
@@ -167,7 +168,9 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
         dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
         opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
-        gather0 = option.layer_granularity * gather if variant.mode is not DPMode.ddp else 0.0
+        first = [start_gather_terms(ctx.instance.training, variant, gpu.gather_s_per_layer[variant],
+                                    gpu.layer.forward_s) for gpu in types]
+        gather0 = option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
         slowest = max(cycle, gather_passes(variant.mode) * most * gather)
         beta = option.bubble_coefficient(layer)
         no_overlap = pipeline_floor_s(mb, beta, 0.0, total, slowest)
@@ -329,7 +332,8 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
 
     if variant.mode is DPMode.ddp:
         return pipeline(cycles)
-    gather = min(ctx.gpu(k).gather_s_per_layer[variant] for k in ctx.buildings)
+    gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
+                                    ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
 
     n = len(cycles)
     steps = [np.asarray(cycles, dtype=float)]

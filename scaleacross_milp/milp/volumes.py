@@ -44,9 +44,8 @@ def stage_grad_gb(ctx: ShapeContext, j: int, layers: float | None = None,
 def cross_phases(ctx: ShapeContext, v: int) -> CrossPhases:
     """The cross-building phases of DP variant v (`costmodel.dp.CrossPhases`)."""
     training = ctx.instance.training
-    return dp_cross_phases(
-        ctx.variants[v], ctx.shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element
-    )
+    return dp_cross_phases(ctx.variants[v], ctx.shape.microbatches, training.grad_bytes_per_param,
+                           training.bytes_per_element, training.overlap_param_gather)
 
 
 def cross_volumes(ctx: ShapeContext, v: int) -> tuple[float, float]:

@@ -65,7 +65,7 @@ from scaleacross_milp.milp.volumes import (
     pipeline_unit_gb,
     timed_volumes,
 )
-from scaleacross_milp.spec.search import Schedule
+from scaleacross_milp.spec.search import DPMode, Schedule
 
 
 def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
@@ -309,8 +309,11 @@ def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         drain <= kappa_o b n[0] + [kappa_o > 0] lat[0] + M (1 - u[o])
     (b: one layer's backward on the fastest GPU type, `volumes.drain_layer_s`; M: the largest right side at
     n[0] = L - p + 1 and lat[0] = the longest route latency, which no optimum exceeds: lat only raises the
-    makespan). With one stage, drain = 0."""
-    if ctx.shape.pp < 2:
+    makespan). With one stage, drain = 0. zero1 takes none (rows drain_after_step, drain <= M (1 - w[v])): its end
+    traffic is the parameters' all-gather after the optimizer step, which waits for every stage's reduction (the
+    step's gradient-norm reduction spans the ranks), so no stage's starts early."""
+    stepped = [v for v, variant in enumerate(ctx.variants) if variant.mode is DPMode.zero1]
+    if ctx.shape.pp < 2 or len(stepped) == len(ctx.variants):
         m.drain.fix(0)
         return
     options = list(m.O)
@@ -319,3 +322,4 @@ def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     big = max(kappa) * b * most + max(ctx.routes.latency_s.values(), default=0.0)
     m.drain_cap = pyo.Constraint(options, rule=lambda m, o: m.drain <= kappa[o] * b * m.n[0] + (
         m.lat[0] if kappa[o] else 0) + big * (1 - m.u[o]))
+    m.drain_after_step = pyo.Constraint(stepped, rule=lambda m, v: m.drain <= big * (1 - m.w[v]))
