@@ -113,7 +113,8 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
                     at_end: list[bool] | None = None) -> None:
     """Add var `name` >= n[j] * per_layer[price group, variant] + per_stage[price group, variant] + the fixed
     parameters' `cost` (`_fixed_terms`) - head_start(j) over every held (j, k) and the chosen variant (head_start: an
-    expression >= 0, none by default; per_stage: 0 by default). A variant flagged in `at_end` has no head start and
+    expression >= 0, none by default; per_stage: 0 by default); when every price group gives the same numbers, the
+    rows of one building without the holding condition. A variant flagged in `at_end` has no head start and
     counts the head under every option (its term runs after the step, not before the first forward)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     groups = [ctx.gpu(key) for key in ctx.price_groups]
@@ -124,11 +125,17 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     setattr(m, name, var)
     variants = list(m.V)
     started = [-1.0 if not (at_end and at_end[v]) else 0.0 for v in variants]
-    alike = len(ctx.price_groups) == 1
+    def numbers(g: str) -> tuple:
+        gpu = ctx.gpu(g)
+        return (tuple(per_layer[g, v] for v in variants), tuple((per_stage or {}).get((g, v), 0.0) for v in variants),
+                tuple(cost(gpu.embedding_dp).values()), tuple(cost(gpu.head_dp).values()))
+
+    # every group prices this term alike (the optimizer step reads the GPU type only): one row set, no big-M
+    alike = len({numbers(g) for g in ctx.price_groups}) == 1
     rows = []
     for j in m.J:
         start = None if head_start is None else head_start(j)
-        for k in m.K:
+        for k in (ctx.buildings[:1] if alike else m.K):
             lhs = var if alike else var + big * (1 - m.y[j, k])
             coeffs = [per_layer[ctx.price_group[k], v] for v in variants]
             terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
