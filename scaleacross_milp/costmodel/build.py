@@ -167,6 +167,8 @@ class InstanceTables:
     """Each building's class key."""
     hbm_bytes: float
     """The largest usable HBM over the GPU types in use (`usable_hbm_bytes`)."""
+    ring_gpus: int
+    """The largest building's GPUs: what a stage's DP ring may span (`costmodel.dp.dp_rings`)."""
     cells: dict[tuple[str, int, int, int, int], CellCosts] = field(default_factory=dict)
 
 
@@ -181,7 +183,8 @@ def instance_tables(instance: Instance) -> InstanceTables:
                       for bd in instance.topology.buildings}
     classes = {bd.name: bd for bd in first.values()}
     return InstanceTables(comm, classes, building_class,
-                          max(usable_hbm_bytes(instance.gpu_types[name]) for name in comm))
+                          max(usable_hbm_bytes(instance.gpu_types[name]) for name in comm),
+                          max(bd.gpus for bd in instance.topology.buildings))
 
 
 def usable_hbm_bytes(gpu: GPUType) -> float:
@@ -237,7 +240,8 @@ def _building_costs(
     params = memory.average_layer_params(model)
     d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
     g = training.grad_bytes_per_param
-    dp_intra = {v: IntraDPSync(tables.comm[gpu_name], shape, building, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus)
+    dp_intra = {v: IntraDPSync(tables.comm[gpu_name], shape, building, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus,
+                               tables.ring_gpus)
                 for v in variants}
     layers = _param_dp_costs(shape, training, gpu, dp_intra, d_gpu, e_gpu)
     return GPUCosts(
@@ -286,7 +290,7 @@ def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant
     per_class, priced = {}, {}
     for key, bd in tables.classes.items():  # classes whose DP rings match price the shape alike: one GPUCosts
         nvlink = instance.gpu_types[bd.gpu_type].nvlink_domain_gpus
-        rings = (bd.gpu_type, *(dp_rings(shape, bd, v, nvlink) for v in variants))
+        rings = (bd.gpu_type, *(dp_rings(shape, bd, v, nvlink, tables.ring_gpus) for v in variants))
         if rings not in priced:
             priced[rings] = _building_costs(instance, shape, variants, bd, tables)
         per_class[key] = priced[rings]

@@ -192,20 +192,24 @@ class DPRing:
     oversubscription: float
 
 
-def dp_rings(shape: Shape, building: Building, variant: DPVariant, nvlink_domain_gpus: int = 8
-             ) -> tuple[DPRing, DPRing]:
+def dp_rings(shape: Shape, building: Building, variant: DPVariant, nvlink_domain_gpus: int = 8,
+             ring_gpus: int | None = None) -> tuple[DPRing, DPRing]:
     """The (dense, expert) DP groups of one stage in `building` (`dp_intra_collective_s`): dp*cp dense and dp*cp/ep
-    expert ranks (the HSDP shard group divides by replicas), capped at the DP members that fit in the building; over
-    NVLink when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over the
-    fabric max(1, domain // (tp*pp)) DP peers share a node. Two buildings whose rings are equal price every DP
-    collective of the shape alike."""
+    expert ranks (the HSDP shard group divides by replicas), capped at the DP members `ring_gpus` GPUs hold spread
+    over the stages (ring_gpus // (tp*pp); default the building's GPUs; the cost tables pass the instance's largest
+    building, so buildings that differ only in size price a stage's ring alike: the ranks a stage really has in a
+    building follow its placement, which a per-building cap would mistake for the building's size); over NVLink
+    when the group's GPUs (n*tp*pp, DP peers placed next to each other) fit one NVLink domain; over the fabric
+    max(1, domain // (tp*pp)) DP peers share a node; across the building's pods (pod_gpus // (tp*pp) ranks each) at
+    its oversubscription when it has pods. Two buildings whose rings are equal price every DP collective alike."""
     r = variant.replicas if variant.mode is DPMode.hsdp else 1
     slot = shape.tp * shape.pp  # GPUs of one DP x CP rank of a stage slot
-    members_in_building = max(1, building.gpus // slot)
-    ranks_per_pod = max(1, (building.pod_gpus or building.gpus) // slot)
+    spread = ring_gpus or building.gpus
+    members = max(1, spread // slot)
+    ranks_per_pod = max(1, (building.pod_gpus or spread) // slot)
     rings = []
     for group in (shape.dp * shape.cp, shape.dp * shape.cp // shape.ep):
-        n = min(max(1, group // r) if variant.mode is DPMode.hsdp else group, members_in_building)
+        n = min(max(1, group // r) if variant.mode is DPMode.hsdp else group, members)
         tier: Tier = "nvlink" if n * slot <= nvlink_domain_gpus else "fabric"
         per_node = max(1, min(n, nvlink_domain_gpus // slot))
         in_pod = min(n, ranks_per_pod)
@@ -251,6 +255,8 @@ class IntraDPSync:
     dense_grad_bytes_per_layer: float
     expert_grad_bytes_per_layer: float
     nvlink_domain_gpus: int
+    ring_gpus: int | None = None
+    """The GPUs a ring may span (`dp_rings`); None: the building's."""
 
     @property
     def per_layer_units(self) -> bool:
@@ -265,7 +271,7 @@ class IntraDPSync:
     @cached_property
     def rings(self) -> tuple[DPRing, DPRing]:
         """The stage's `dp_rings` in its building."""
-        return dp_rings(self.shape, self.building, self.variant, self.nvlink_domain_gpus)
+        return dp_rings(self.shape, self.building, self.variant, self.nvlink_domain_gpus, self.ring_gpus)
 
     @cached_property
     def layer_s(self) -> float:

@@ -53,6 +53,9 @@ def test_stage_dp_sync_is_one_collective_per_chunk_buffer_or_one_per_layer():
     # Each hall rings over the DP members it can hold: 16 ranks of 16 GPUs in the big one, 8 in the small one.
     assert ddp.collective_s(1e9, 0.0) == comm.time_s("all_reduce", "fabric", 16, 1e9, 1)
     assert sync(DPMode.ddp, building=small).collective_s(1e9, 0.0) == comm.time_s("all_reduce", "fabric", 8, 1e9, 1)
+    # The cost tables let a ring span the largest building's GPUs: the small flat hall then rings 16 too.
+    spread = IntraDPSync(comm, shape, small, DPVariant(DPMode.ddp), 1e8, 0.0, 8, ring_gpus=256)
+    assert spread.collective_s(1e9, 0.0) == ddp.collective_s(1e9, 0.0)
     assert ddp.stage_s(10) == pytest.approx(ddp.collective_s(1e9, 0.0))
     assert ddp.stage_s(10, chunks=2) == pytest.approx(2 * ddp.collective_s(5e8, 0.0))
     assert ddp.stage_s(10) < 10 * ddp.stage_s(1)  # latency paid once per buffer, not per layer
