@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import Enum
-from functools import cached_property
 
 import networkx as nx
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
@@ -121,11 +120,12 @@ class Topology(Contract):
             graph.add_edge(link.a, link.b, link=link, latency_s=link.one_way_latency_s)
         return graph
 
-    @cached_property
-    def _by_name(self) -> dict[str, Building]:
-        return {b.name: b for b in self.buildings}
-
     def building(self, name: str) -> Building:
-        """The building called `name`."""
-        return self._by_name[name]
+        """The building called `name` (a name index kept beside the model, rebuilt when `buildings` is another list,
+        as after a model_copy that replaces it)."""
+        kept = self.__dict__.get("_by_name")
+        if kept is None or kept[0] is not self.buildings:
+            kept = (self.buildings, {b.name: b for b in self.buildings})
+            self.__dict__["_by_name"] = kept
+        return kept[1][name]
 
