@@ -23,7 +23,7 @@ name ("H100" matches "h100-sxm"), with AlphaBetaModel.from_gpu for what the prof
 GPU type is priced by AlphaBetaModel.from_gpu alone.
 The profile is resolved once per instance (`instance_tables`), and what depends only on the cell (micro-batch, TP,
 CP, EP) is priced once per GPU type and shared by every shape with that cell (`CellCosts`). The DP terms depend on
-the building's fabric too (its size, pods and oversubscription: `costmodel.dp`), so a shape is priced once per
+the building's fabric too (its pods and their oversubscription: `costmodel.dp`), so a shape is priced once per
 pricing class of buildings (`InstanceTables.classes`), each class with its own DP terms.
 """
 
@@ -161,8 +161,8 @@ class InstanceTables:
 
     comm: dict[str, CollectiveModel]
     classes: dict[str, Building]
-    """Pricing classes: buildings that price every term alike (same GPU type, GPUs, pod size and oversubscription),
-    each keyed by and represented by its first building."""
+    """Pricing classes: buildings that price every term alike (same GPU type, pod size and oversubscription; a DP ring
+    may span `ring_gpus` whatever the building's size), each keyed by and represented by its first building."""
     building_class: dict[str, str]
     """Each building's class key."""
     hbm_bytes: float
@@ -178,8 +178,8 @@ def instance_tables(instance: Instance) -> InstanceTables:
     comm = {name: collective_model(instance, name, gpu) for name, gpu in instance.gpu_types.items() if name in used}
     first: dict[tuple, Building] = {}
     for bd in instance.topology.buildings:
-        first.setdefault((bd.gpu_type, bd.gpus, bd.pod_gpus, bd.oversubscription), bd)
-    building_class = {bd.name: first[bd.gpu_type, bd.gpus, bd.pod_gpus, bd.oversubscription].name
+        first.setdefault((bd.gpu_type, bd.pod_gpus, bd.oversubscription), bd)
+    building_class = {bd.name: first[bd.gpu_type, bd.pod_gpus, bd.oversubscription].name
                       for bd in instance.topology.buildings}
     classes = {bd.name: bd for bd in first.values()}
     return InstanceTables(comm, classes, building_class,

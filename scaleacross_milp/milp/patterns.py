@@ -92,8 +92,9 @@ def pp_out_cells(ctx: ShapeContext) -> Cells | None:
 def restrictions(ctx: ShapeContext) -> list[list[str]]:
     """The building sets of the shape's restrictions, fewest buildings first, each in the instance's order and
     smaller than the cluster: those DP-out fills (`restriction`) and those PP-out's stages sit in, once each."""
-    sets = [restriction(ctx), None if (cells := pp_out_cells(ctx)) is None else
-            [k for k in ctx.buildings if any(key == k for _, key in cells)]]
+    pp_out = pp_out_cells(ctx)
+    held = set() if pp_out is None else {k for _, k in pp_out}
+    sets = [restriction(ctx), None if pp_out is None else [k for k in ctx.buildings if k in held]]
     unique = {tuple(buildings) for buildings in sets if buildings is not None and len(buildings) < len(ctx.buildings)}
     return [list(buildings) for buildings in sorted(unique, key=len)]
 

@@ -125,6 +125,7 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     setattr(m, name, var)
     variants = list(m.V)
     started = [-1.0 if not (at_end and at_end[v]) else 0.0 for v in variants]
+
     def numbers(g: str) -> tuple:
         gpu = ctx.gpu(g)
         return (tuple(per_layer[g, v] for v in variants), tuple((per_stage or {}).get((g, v), 0.0) for v in variants),
