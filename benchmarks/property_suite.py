@@ -1,7 +1,7 @@
 """Property suite on generated instances (issue 12): solve each, replay the plan, and check what must hold on any
 valid instance.
 
-    python benchmarks/property_suite.py [--count 200] [--first-seed 0] [--size medium] [--time-limit S]
+    python benchmarks/property_suite.py [--count 200] [--first-seed 0 | --seeds N ...] [--size medium] [--time-limit S]
                                         [--threads 1] [--workers 1] [--csv out.csv]
 
 Per instance (scaleacross_milp.generate, seeded), with T the optimizer's replayed (verified) time and TOL the
@@ -473,6 +473,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=200, help="generated instances (seeds first-seed ...)")
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="these seeds instead of --count's")
     parser.add_argument("--size", type=Size, default=Size.medium, choices=list(Size), metavar="{small,medium,large}")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solve; default: the instance's")
     parser.add_argument("--threads", type=int, default=1, help="HiGHS threads per solve")
@@ -484,7 +485,7 @@ def main() -> None:
 
     console = Console(width=220)
     outcomes = []
-    seeds = range(args.first_seed, args.first_seed + args.count)
+    seeds = args.seeds or range(args.first_seed, args.first_seed + args.count)
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(timed_check, seed, args.size, args.time_limit, args.threads) for seed in seeds]
         for future in as_completed(futures):

@@ -16,9 +16,17 @@ from enum import StrEnum
 import highspy
 import numpy as np
 import pyomo.environ as pyo
+import scipy.sparse
 from pyomo.core.expr.numvalue import NumericValue
-from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
+from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler, _LinearStandardFormCompiler_impl
 from pyomo.repn.standard_repn import generate_standard_repn
+
+# The compiler's array hooks (class attributes Pyomo leaves for others to set), set here so that the first translation
+# inside a timed solve does not resolve Pyomo's deferred `scipy`, whose import pulls in scipy.stats: 1.1-1.9 s on
+# 2 cores, once per process, spent within the first solve's time limit.
+_LinearStandardFormCompiler_impl._to_vector = np.fromiter
+_LinearStandardFormCompiler_impl._csc_matrix = scipy.sparse.csc_array
+_LinearStandardFormCompiler_impl._csr_matrix = scipy.sparse.csr_array
 
 
 class MILPStatus(StrEnum):

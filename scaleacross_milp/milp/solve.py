@@ -60,6 +60,9 @@ long; skipped below (`seed_seconds`)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
+NEIGHBOURS = 3
+"""Shapes scaling the incumbent's shape out, per direction (`ShapeSearch.neighbours`), whose restrictions are solved
+each time the incumbent moves to another shape."""
 
 
 class InfeasibleInstance(InputError):
@@ -126,6 +129,11 @@ def extent(ctx: ShapeContext) -> int:
     return ctx.shape.pp * len(ctx.buildings) ** 2
 
 
+def degrees(shape: Shape) -> tuple[int, int, int, int, int, int]:
+    """(TP, CP, EP, micro-batch, PP, DP): what tells shapes apart (the microbatch count follows from DP)."""
+    return shape.tp, shape.cp, shape.ep, shape.micro_batch, shape.pp, shape.dp
+
+
 def span(instance: Instance, shape: Shape) -> int:
     """The fewest buildings (largest first) whose stage cells hold the shape's GPUs."""
     need, held = shape.pp * shape.cells_per_stage, 0
@@ -169,6 +177,8 @@ class ShapeSearch:
     closed: set[int] = field(default_factory=set)
     patterns_tried: set[int] = field(default_factory=set)
     restrictions_tried: set[int] = field(default_factory=set)
+    climbed: set[tuple[int, int, int, int, int, int]] = field(default_factory=set)
+    """Degrees (`degrees`) of the incumbent shapes whose neighbours were tried (`climb`)."""
     out_of_time: bool = False
     build_s: float = 0.0
     solver_s: float = 0.0
@@ -366,6 +376,36 @@ class ShapeSearch:
                 with fixed_cells(self.model(i).model, cells):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s)
 
+    def neighbours(self, shape: Shape) -> list[int]:
+        """Open, promising candidates that scale `shape` out over more GPUs: the same TP, CP, EP, micro-batch and PP
+        with a larger DP (more pipelines, as DP-out adds them) or the same DP with a larger PP (deeper pipelines, as
+        PP-out builds them); in each direction the NEIGHBOURS first in queue order (`key`)."""
+        wider, deeper = [], []
+        for i, candidate in enumerate(self.candidates):
+            other = candidate.shape
+            if i in self.closed or degrees(other)[:4] != degrees(shape)[:4]:
+                continue
+            if other.pp == shape.pp and other.dp > shape.dp:
+                wider.append(i)
+            elif other.dp == shape.dp and other.pp > shape.pp:
+                deeper.append(i)
+        return [i for group in (wider, deeper) for i in sorted(group, key=self.key)[:NEIGHBOURS]
+                if self.promising(self.bounds[i])]
+
+    def climb(self) -> None:
+        """Hill-climb from the incumbent: solve the restrictions and patterns of the shapes that scale its shape out
+        (`neighbours`), then those of each better incumbent's shape, while time is left. A plan on a few buildings
+        (the seed's, a restriction's) thus reaches the same pipelines over more buildings early, whatever its
+        shape's place in the bound order."""
+        while self.best is not None and degrees(self.best.ctx.shape) not in self.climbed:
+            self.climbed.add(degrees(self.best.ctx.shape))
+            for i in self.neighbours(self.best.ctx.shape):
+                if self.remaining() <= 0:
+                    return
+                self.try_restriction(i)
+                if i not in self.patterns_tried and self.affordable(i):
+                    self.try_patterns(i)
+
     def spans(self) -> list[Iterator[int]]:
         """One best-first queue per span, fewest buildings first."""
         groups: dict[int, list[int]] = {}
@@ -386,9 +426,11 @@ class ShapeSearch:
         for i in sorted(fronts, key=self.restriction_extent):  # smallest models first: an early, cheap incumbent
             if self.remaining() > 0:
                 self.try_restriction(i)
+        self.climb()
         for i in fronts:
             if self.remaining() > 0 and self.affordable(i):
                 self.try_patterns(i)
+                self.climb()
         nodes, progressed = FIRST_NODES, True
         self.report(Phase.shapes)
         while progressed and not self.out_of_time:
@@ -411,6 +453,7 @@ class ShapeSearch:
                     self.closed.add(i)
                     self.models.pop(i)
                 progressed = True
+            self.climb()
             nodes *= NODE_GROWTH
         if math.isinf(self.incumbent) and self.out_of_time:
             self.rescue()
