@@ -88,10 +88,19 @@ class ModelParams:
     average: LayerParams
 
 
+_SEEN: dict[int, tuple[ModelSpec, ModelParams]] = {}
+"""`model_params` by the model object's identity (the object is held, so its id is not reused)."""
+
+
 def model_params(model: ModelSpec) -> ModelParams:
-    """The model's `ModelParams`, counted once per model (cached on its JSON: a model copied with a list inside is
-    not hashable)."""
-    return _model_params(model.model_dump_json())
+    """The model's `ModelParams`, counted once per model: looked up by the object first, then on its JSON (a model
+    copied with a list inside is not hashable), whose dump costs more than the lookup saves when called per shape."""
+    seen = _SEEN.get(id(model))
+    if seen is None or seen[0] is not model:
+        if len(_SEEN) >= 64:
+            _SEEN.clear()
+        seen = _SEEN[id(model)] = (model, _model_params(model.model_dump_json()))
+    return seen[1]
 
 
 @lru_cache(maxsize=64)

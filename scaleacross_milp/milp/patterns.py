@@ -10,13 +10,14 @@ its solution is a feasible layout of the shape; the full MILP then only has to b
 A *restriction* is the shape's MILP over only the buildings a pattern uses (`restrictions`: those DP-out fills, and
 those PP-out's stages sit in), with its own routes (`RouteTable.among`): a model of p B'^2 rows rather than the
 cluster's p B^2, built in a fraction of the time, whose optimum is at least as good as the pattern's and a feasible
-layout of the whole instance.
+layout of the whole instance. The pattern is solved in it first (its cells fixed), so the free solve has a cutoff.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 
 import pyomo.environ as pyo
@@ -46,16 +47,6 @@ def dp_out_cells(ctx: ShapeContext) -> Cells | None:
         cells.update({(j, k): take for j in range(p) if take})
         left -= take
     return cells if left == 0 else None
-
-
-def restriction(ctx: ShapeContext) -> list[str] | None:
-    """The buildings DP-out fills (`dp_out_cells`), in the instance's order: the fewest fastest buildings that hold
-    whole pipelines; None when they cannot hold all D."""
-    cells = dp_out_cells(ctx)
-    if cells is None:
-        return None
-    used = {k for _, k in cells}
-    return [k for k in ctx.buildings if k in used]
 
 
 def chain(ctx: ShapeContext, buildings: list[str]) -> list[str]:
@@ -89,23 +80,43 @@ def pp_out_cells(ctx: ShapeContext) -> Cells | None:
     return cells
 
 
-def restrictions(ctx: ShapeContext) -> list[list[str]]:
-    """The building sets of the shape's restrictions, fewest buildings first, each in the instance's order and
-    smaller than the cluster: those DP-out fills (`restriction`) and those PP-out's stages sit in, once each."""
-    pp_out = pp_out_cells(ctx)
-    held = set() if pp_out is None else {k for _, k in pp_out}
-    sets = [restriction(ctx), None if pp_out is None else [k for k in ctx.buildings if k in held]]
-    unique = {tuple(buildings) for buildings in sets if buildings is not None and len(buildings) < len(ctx.buildings)}
-    return [list(buildings) for buildings in sorted(unique, key=len)]
+@dataclass(frozen=True)
+class Restriction:
+    """The buildings a shape's restriction is solved over, and the named patterns' cells that fill them."""
+
+    buildings: list[str]
+    """In the instance's order."""
+    patterns: list[Cells]
+
+
+def restrictions(ctx: ShapeContext) -> list[Restriction]:
+    """The shape's restrictions, fewest buildings first, each smaller than the cluster: over the buildings DP-out
+    fills (`restriction`) and over those PP-out's stages sit in, once per building set with the patterns filling it."""
+    sets: dict[tuple[str, ...], list[Cells]] = {}
+    for pattern in Pattern:
+        cells = pattern_cells(ctx, pattern)
+        held = set() if cells is None else {k for (_, k), n in cells.items() if n}
+        if held and len(held) < len(ctx.buildings):
+            sets.setdefault(tuple(k for k in ctx.buildings if k in held), []).append(cells)
+    return [Restriction(list(buildings), patterns)
+            for buildings, patterns in sorted(sets.items(), key=lambda item: len(item[0]))]
 
 
 def pattern_cells(ctx: ShapeContext, pattern: Pattern) -> Cells | None:
     return dp_out_cells(ctx) if pattern is Pattern.dp_out else pp_out_cells(ctx)
 
 
+def spans_all(ctx: ShapeContext, cells: Cells) -> bool:
+    """Whether `cells` use every building of the shape's routes (a pattern no restriction holds)."""
+    return len({k for (_, k), n in cells.items() if n}) == len(ctx.buildings)
+
+
 @contextmanager
-def fixed_cells(m: pyo.ConcreteModel, cells: Cells) -> Iterator[None]:
-    """Fix x (and y) to `cells` inside the block; the full model is restored on exit."""
+def fixed_cells(m: pyo.ConcreteModel, cells: Cells | None) -> Iterator[None]:
+    """Fix x (and y) to `cells` inside the block (nothing when None); the model is restored on exit."""
+    if cells is None:
+        yield
+        return
     fixed = [m.x[j, k] for j in m.J for k in m.K] + [m.y[j, k] for j in m.J for k in m.K]
     for j in m.J:
         for k in m.K:

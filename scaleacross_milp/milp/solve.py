@@ -23,7 +23,7 @@ from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
-from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restrictions
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restrictions, spans_all
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import RouteTable, route_table
@@ -35,8 +35,12 @@ from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
 from scaleacross_milp.spec.search import Objective
 
 PATTERN_NODES = 200
-"""Branch-and-bound nodes of one pattern solve: with the placement fixed the MILP is small and most close at the
-root."""
+"""Branch-and-bound nodes of one pattern or restriction solve: with the placement fixed the MILP is small and most
+close at the root."""
+PATTERN_SHARE = 0.1
+"""... and its wall-clock cap, as a share of the limit: a node budget does not bound the root node, whose cuts and
+heuristics can take seconds on a restriction of a few buildings (a 6-building restriction of generated seed 32:
+47,000 LP iterations at the root, unfinished after 10 s), and one such solve would end the search."""
 FIRST_NODES = 200
 """Node budget of every open shape's full MILP in the first round; each later round multiplies it by NODE_GROWTH.
 Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
@@ -60,9 +64,9 @@ long; skipped below (`seed_seconds`)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
-NEIGHBOURS = 3
-"""Shapes scaling the incumbent's shape out, per direction (`ShapeSearch.neighbours`), whose restrictions are solved
-each time the incumbent moves to another shape."""
+NEIGHBOURS = 2
+"""Shapes scaling the incumbent's shape out, per direction (`ShapeSearch.neighbours`), whose restrictions and
+patterns are solved each time the incumbent moves to another shape (`ShapeSearch.climb`)."""
 
 
 class InfeasibleInstance(InputError):
@@ -344,53 +348,60 @@ class ShapeSearch:
     def restriction_extent(self, i: int) -> float:
         """`extent` of shape i's smallest restriction: p B'^2 (inf when it has none)."""
         sets = restrictions(self.ctx(i))
-        return self.ctx(i).shape.pp * len(sets[0]) ** 2 if sets else math.inf
+        return self.ctx(i).shape.pp * len(sets[0].buildings) ** 2 if sets else math.inf
+
+    def pattern_s(self) -> float:
+        """The wall-clock cap of one pattern or restriction solve in the search (PATTERN_SHARE)."""
+        return min(self.remaining(), PATTERN_SHARE * self.limit)
 
     def try_restriction(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's restrictions (`patterns.restrictions`: its MILP over the buildings DP-out fills, then over
-        those PP-out uses), each within PATTERN_NODES, once per shape in the search (and again, within `time_limit_s`,
-        in the rescue). Their bounds hold for the restrictions only, so only their incumbents are kept."""
+        those PP-out uses), each first with its patterns' cells fixed, then free, each solve within PATTERN_NODES
+        and `pattern_s`; once per shape in the search (and again, within `time_limit_s`, in the rescue). Their bounds
+        hold for the restrictions only, so only their incumbents are kept."""
         if time_limit_s is None:
             if i in self.restrictions_tried:
                 return
             self.restrictions_tried.add(i)
         ctx = self.ctx(i)
-        for buildings in restrictions(ctx):
-            if time_limit_s is None and self.remaining() <= 0:
-                return
-            sub = replace(ctx, routes=ctx.routes.among(buildings))
+        for restriction in restrictions(ctx):
+            sub = replace(ctx, routes=ctx.routes.among(restriction.buildings))
             built = time.perf_counter()
             model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
             took = time.perf_counter() - built
             self.build_s += took
             self.model_build_s += took
             self.model_extent += extent(sub)
-            self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s, restricted=(model, sub))
+            for cells in [*restriction.patterns, None]:
+                if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
+                    return  # out of time; in the rescue, a plan is all it needs
+                with fixed_cells(model.model, cells):
+                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s(),
+                               restricted=(model, sub))
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
-        """Solve shape i's named patterns, each within PATTERN_NODES (and `time_limit_s` when given)."""
+        """Solve shape i's named patterns that use every building (the others are solved in its restrictions) on its
+        full model, each within PATTERN_NODES and `pattern_s` (`time_limit_s` when given)."""
         self.patterns_tried.add(i)
         for pattern in Pattern:
             cells = pattern_cells(self.ctx(i), pattern)
-            if cells is not None and (time_limit_s is not None or self.remaining() > 0):
+            if cells is not None and spans_all(self.ctx(i), cells) and (
+                    time_limit_s is not None or self.remaining() > 0):
                 with fixed_cells(self.model(i).model, cells):
-                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s)
+                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s())
 
     def neighbours(self, shape: Shape) -> list[int]:
-        """Open, promising candidates that scale `shape` out over more GPUs: the same TP, CP, EP, micro-batch and PP
-        with a larger DP (more pipelines, as DP-out adds them) or the same DP with a larger PP (deeper pipelines, as
-        PP-out builds them); in each direction the NEIGHBOURS first in queue order (`key`)."""
-        wider, deeper = [], []
-        for i, candidate in enumerate(self.candidates):
-            other = candidate.shape
-            if i in self.closed or degrees(other)[:4] != degrees(shape)[:4]:
-                continue
-            if other.pp == shape.pp and other.dp > shape.dp:
-                wider.append(i)
-            elif other.dp == shape.dp and other.pp > shape.pp:
-                deeper.append(i)
-        return [i for group in (wider, deeper) for i in sorted(group, key=self.key)[:NEIGHBOURS]
-                if self.promising(self.bounds[i])]
+        """Open, promising candidates whose restrictions were not tried and that scale `shape` out: the same TP, CP,
+        EP and micro-batch over more GPUs. In queue order (`key`), the NEIGHBOURS first of those with the same PP
+        (more pipelines, as DP-out adds them), of those with the same DP (deeper pipelines, as PP-out builds them)
+        and of all of them, once each."""
+        grown = sorted((i for i, candidate in enumerate(self.candidates)
+                        if degrees(candidate.shape)[:4] == degrees(shape)[:4] and candidate.shape.gpus > shape.gpus
+                        and i not in self.closed and i not in self.restrictions_tried
+                        and self.promising(self.bounds[i])), key=self.key)
+        wider = [i for i in grown if self.candidates[i].shape.pp == shape.pp]
+        deeper = [i for i in grown if self.candidates[i].shape.dp == shape.dp]
+        return list(dict.fromkeys(wider[:NEIGHBOURS] + deeper[:NEIGHBOURS] + grown[:NEIGHBOURS]))
 
     def climb(self) -> None:
         """Hill-climb from the incumbent: solve the restrictions and patterns of the shapes that scale its shape out
@@ -415,6 +426,7 @@ class ShapeSearch:
 
     def run(self) -> None:
         self.report(Phase.patterns)
+        self.climb()  # from the seed: the strongest building's plan over more buildings
         fronts: list[int] = []
         for queue in [self.best_first(list(range(len(self.candidates)))), *self.spans()]:
             if self.remaining() <= 0:
@@ -460,8 +472,9 @@ class ShapeSearch:
         self.models.clear()
 
     def rescue(self) -> None:
-        """The limit ended without a plan (screening ate it): the restrictions of the shapes already priced, then
-        the patterns of the shapes in bound order (each priced when it reaches the front), until one gives a plan,
+        """The limit ended without a plan (screening ate it): the restrictions (their patterns first) of the shapes
+        already priced, then the restrictions and patterns of the shapes in bound order (each priced when it reaches
+        the front), until one gives a plan,
         while the time is within RESCUE_SHARE of the limit past it (at least one shape whose patterns fit its
         buildings)."""
         deadline = self.limit * (1 + RESCUE_SHARE)
@@ -484,7 +497,9 @@ class ShapeSearch:
                 continue
             if not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
                 continue
-            self.try_patterns(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
+            self.try_restriction(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
+            if self.best is None:
+                self.try_patterns(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
             if self.best is not None or self.elapsed() >= deadline:
                 return
 
