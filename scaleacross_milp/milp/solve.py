@@ -313,9 +313,13 @@ class ShapeSearch:
         plan (something must come back), else when the seconds per unit of `extent` of the models built so far
         predict it fits in what remains. A build cannot be interrupted, so this is what keeps the wall time
         within the limit once a plan is in hand."""
-        if i in self.models or math.isinf(self.incumbent) or not self.model_extent:
+        return i in self.models or self.fits(extent(self.ctx(i)))
+
+    def fits(self, size: int) -> bool:
+        """Whether a model of `extent` `size` can be built and translated in the time left (`affordable`)."""
+        if math.isinf(self.incumbent) or not self.model_extent:
             return True
-        return self.model_build_s / self.model_extent * extent(self.ctx(i)) <= self.remaining()
+        return self.model_build_s / self.model_extent * size <= self.remaining()
 
     def model(self, i: int) -> HighsModel:
         """Shape i's MILP, built and translated to HiGHS once, dropped after its full solve (`best` keeps the
@@ -366,6 +370,8 @@ class ShapeSearch:
         ctx = self.ctx(i)
         for restriction in restrictions(ctx):
             sub = replace(ctx, routes=ctx.routes.among(restriction.buildings))
+            if time_limit_s is None and not self.fits(extent(sub)):
+                return
             built = time.perf_counter()
             model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
             took = time.perf_counter() - built
