@@ -138,6 +138,18 @@ def degrees(shape: Shape) -> tuple[int, int, int, int, int, int]:
     return shape.tp, shape.cp, shape.ep, shape.micro_batch, shape.pp, shape.dp
 
 
+BUILD_OVERHEAD_S = 0.3
+BUILD_S_PER_EXTENT = 1.2e-3
+"""The prior of a model's build and translation time, a + b `extent` (`build_prior_s`), measured on 2 cores over
+restrictions of generated instances (3-14 buildings, extent 54-4,704: 0.44-5.5 s); the search scales it by the pace
+of its own builds (`ShapeSearch.fits`)."""
+
+
+def build_prior_s(size: int) -> float:
+    """BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT x `size` (an `extent`)."""
+    return BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT * size
+
+
 def span(instance: Instance, shape: Shape) -> int:
     """The fewest buildings (largest first) whose stage cells hold the shape's GPUs."""
     need, held = shape.pp * shape.cells_per_stage, 0
@@ -188,8 +200,9 @@ class ShapeSearch:
     solver_s: float = 0.0
     model_build_s: float = 0.0
     """Seconds spent building and translating shape models so far (`build_s` also counts screening)."""
-    model_extent: int = 0
-    """The sum of `extent` over the models built so far."""
+    model_prior_s: float = 0.0
+    """What `build_prior_s` predicted for the models built so far: model_build_s / model_prior_s is this machine's
+    pace against the prior (`fits`)."""
     models: dict[int, HighsModel] = field(default_factory=dict)
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
@@ -309,17 +322,23 @@ class ShapeSearch:
         self.raise_time_bound(i, candidate.bound_s)
 
     def affordable(self, i: int) -> bool:
-        """Whether shape i's model can still be built and translated before the limit: always while there is no
-        plan (something must come back), else when the seconds per unit of `extent` of the models built so far
-        predict it fits in what remains. A build cannot be interrupted, so this is what keeps the wall time
-        within the limit once a plan is in hand."""
+        """Whether shape i's model can still be built and translated before the limit (`fits`). A build cannot be
+        interrupted, so this is what keeps the wall time within the limit once a plan is in hand."""
         return i in self.models or self.fits(extent(self.ctx(i)))
 
     def fits(self, size: int) -> bool:
-        """Whether a model of `extent` `size` can be built and translated in the time left (`affordable`)."""
-        if math.isinf(self.incumbent) or not self.model_extent:
+        """Whether a model of `extent` `size` can be built and translated in the time left: always while there is no
+        plan, else when `build_prior_s`, times the pace of the builds so far against it (1 before any), fits."""
+        if math.isinf(self.incumbent):
             return True
-        return self.model_build_s / self.model_extent * size <= self.remaining()
+        pace = self.model_build_s / self.model_prior_s if self.model_prior_s else 1.0
+        return pace * build_prior_s(size) <= self.remaining()
+
+    def built(self, size: int, seconds: float) -> None:
+        """Count a model of `extent` `size` built in `seconds`."""
+        self.build_s += seconds
+        self.model_build_s += seconds
+        self.model_prior_s += build_prior_s(size)
 
     def model(self, i: int) -> HighsModel:
         """Shape i's MILP, built and translated to HiGHS once, dropped after its full solve (`best` keeps the
@@ -327,10 +346,7 @@ class ShapeSearch:
         if i not in self.models:
             built = time.perf_counter()
             self.models[i] = HighsModel(build_model(self.ctx(i), self.floor_s(i) / per_requested(self.ctx(i))))
-            took = time.perf_counter() - built
-            self.build_s += took
-            self.model_build_s += took
-            self.model_extent += extent(self.ctx(i))
+            self.built(extent(self.ctx(i)), time.perf_counter() - built)
         return self.models[i]
 
     def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None,
@@ -374,10 +390,7 @@ class ShapeSearch:
                 return
             built = time.perf_counter()
             model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
-            took = time.perf_counter() - built
-            self.build_s += took
-            self.model_build_s += took
-            self.model_extent += extent(sub)
+            self.built(extent(sub), time.perf_counter() - built)
             for cells in [*restriction.patterns, None]:
                 if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                     return  # out of time; in the rescue, a plan is all it needs

@@ -17,6 +17,7 @@ from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.milp.solve import (
     InfeasibleInstance,
     ShapeSearch,
+    build_prior_s,
     extent,
     seed_plan,
     seed_seconds,
@@ -213,9 +214,10 @@ def test_short_sequences_keep_context_parallel_degree_one(tiny):
     assert shapes and {shape.cp for shape in shapes} == {1}
 
 
-def test_a_model_is_built_only_when_past_builds_predict_it_fits_the_time_left(tiny):
-    # Builds cannot be interrupted: with a plan in hand, a shape's model is built only when the seconds per unit of
-    # extent (stages x buildings^2) measured so far predict it fits in what remains; without a plan, always.
+def test_a_model_is_built_only_when_its_predicted_build_fits_the_time_left(tiny):
+    # Builds cannot be interrupted: with a plan in hand, a shape's model is built only when the prior build time of
+    # its extent (stages x buildings^2), scaled by the pace of the builds so far, fits in what remains; without a
+    # plan, always.
     instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
                                {"name": "B", "gpus": 16, "gpu_type": "h100"}],
                     links=[{"a": "A", "b": "B", "capacity_gbit_s": 400, "distance_km": 10}])
@@ -225,12 +227,14 @@ def test_a_model_is_built_only_when_past_builds_predict_it_fits_the_time_left(ti
     i = 0
     size = extent(search.ctx(i))
     assert size == search.ctx(i).shape.pp * 2 ** 2
-    search.model_build_s, search.model_extent = 1.0, 1
+    search.model_build_s, search.model_prior_s = 1e6, 1.0
     assert search.affordable(i)  # no plan yet
     search.best = SimpleNamespace(objective=1.0, index=i, model=SimpleNamespace(shortest_run_s=0.0))
-    search.model_build_s = search.remaining() * 1.1 / size  # one extent unit takes that long: the build would not fit
+    assert not search.affordable(i)  # builds so far ran a million times slower than the prior
+    pace = search.remaining() * 1.1 / build_prior_s(size)  # the build would take 10 % longer than what is left
+    search.model_build_s, search.model_prior_s = pace, 1.0
     assert not search.affordable(i)
-    search.model_build_s = search.remaining() * 0.5 / size
+    search.model_build_s = pace / 2.2
     assert search.affordable(i)
 
 
