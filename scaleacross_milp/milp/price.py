@@ -1,11 +1,11 @@
 """The MILP's own price of a fixed layout: its shape's model with every decision the layout makes held fixed.
 
-Fixed from the layout: the schedule option and DP variant (the only choices the model is built with), layers n[j],
-stage cells x[j,k] and holders y[j,k], pipeline flows f[b,k,k'] (each route's pipelines / EP, boundary by boundary,
-and from its last building back to its first for interleaving's wrap) with their crossings h, and each link's
-transport z. What is left free is what the model derives (times, loads, the price line each load is charged at),
-so the minimum T is the iteration time the optimiser would have predicted had it chosen this layout: set beside
-the replay, it shows whether the optimiser ranks the layout as the verifier does.
+Fixed from the layout (`formulation.build.LAYOUT_DECISIONS`): the schedule option and DP variant (the only choices
+the model is built with), layers n[j], stage cells x[j,k] and holders y[j,k], pipeline flows f[b,k,k'] (each route's
+pipelines / EP, boundary by boundary, and from its last building back to its first for interleaving's wrap) with
+their crossings h, and each link's transport z. What is left free is what the model derives (times, loads, the
+price line each load is charged at), so the minimum T is the iteration time the optimiser would have predicted had it
+chosen this layout: set beside the replay, it shows whether the optimiser ranks the layout as the verifier does.
 """
 
 from __future__ import annotations

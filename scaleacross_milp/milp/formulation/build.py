@@ -7,6 +7,9 @@ layer split), so the row lets HiGHS stop as soon as its incumbent is within the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
@@ -57,3 +60,23 @@ def build_model(ctx: ShapeContext, floor_s: float = 0.0) -> pyo.ConcreteModel:
     add_objective(m, ctx, bounds)
     m.shape_floor = pyo.Constraint(expr=floor_s <= m.T)
     return m
+
+
+LAYOUT_DECISIONS = ("u", "w", "z", "x", "y", "n", "f", "h")
+"""The variables that make a layout: schedule option u, DP variant w, link transports z, stage cells x and holders
+y, layers n, pipeline flows f and their crossings h (what `price.fixed_layout_model` fixes from a layout). Every
+other variable (price-line picks, split and spanning indicators, loads, times) follows from them."""
+
+
+@contextmanager
+def held_layout(m: pyo.ConcreteModel) -> Iterator[None]:
+    """Fix the LAYOUT_DECISIONS at their current (rounded) values inside the block, so that a solve finds the
+    derived variables' best values for that layout; the variables fixed here are freed on exit."""
+    held = [var for name in LAYOUT_DECISIONS for var in getattr(m, name).values() if not var.fixed]
+    for var in held:
+        var.fix(round(var.value))
+    try:
+        yield
+    finally:
+        for var in held:
+            var.unfix()
