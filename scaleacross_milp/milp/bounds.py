@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -47,7 +48,15 @@ def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[floa
     """(tau_t, a_t, (e_first, e_mid, e_last)) per GPU layer time tau_1 < tau_2 < ...: at most a_t = floor(cells in
     buildings with tau <= tau_t / D) stages avoid every slower type; e_* are the smallest fixed stage times of the
     type's buildings for stage 0, a stage between, and the last stage, least over the options that run the LM
-    head on stage `head` (`ShapeContext.head_stage`), or over every option without one."""
+    head on stage `head` (`ShapeContext.head_stage`), or over every option without one. Found once per shape and
+    head (`ShapeContext.bound_tables`)."""
+    key = ("speed groups", head)
+    if key not in ctx.bound_tables:
+        ctx.bound_tables[key] = _find_speed_groups(ctx, head)
+    return ctx.bound_tables[key]
+
+
+def _find_speed_groups(ctx: ShapeContext, head: int | None) -> list[tuple[float, int, tuple[float, float, float]]]:
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
     fixed = ctx.stage_fixed_floor_table[head][[0, min(1, p - 1), p - 1]]
     groups, held = [], 0
@@ -57,9 +66,12 @@ def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[floa
     return groups
 
 
-def _middle_counts(prefix: list[int], stages: int) -> list[list[int]]:
+@lru_cache(maxsize=4096)
+def _middle_counts(prefix: tuple[int, ...], stages: int) -> list[list[int]]:
     """Every greedy way to give `stages` stages a speed class under nested limits (at most prefix[t] stages in
-    classes <= t), one per order of filling the classes; the best order for given capacities is among them."""
+    classes <= t), one per order of filling the classes; the best order for given capacities is among them. Found
+    once per (limits, stages): the enumeration is over orders of the classes, and every shape of an instance asks
+    for the same few."""
     ways = []
     for order in itertools.permutations(range(len(prefix))):
         counts = [0] * len(prefix)
@@ -84,8 +96,19 @@ def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, gr
     which the capacities reach L; with stage 0 fixed at n0 layers, c(n0) is the smallest c >= min_t(tau_t n0 +
     e_first,t) at which the others reach L - n0. A stage j also holds at most `rooms`[j] layers (what fits in HBM,
     `stage_rooms`), so the stages between hold at most sum_j min(cap_fastest(c), rooms[j]) as well. Fixed times
-    have the LM head on `head` (`_speed_groups`).
+    have the LM head on `head` (`_speed_groups`). Found once per shape and arguments (`ShapeContext.bound_tables`).
     """
+    key = ("cycle floors", None if first_layers is None else np.asarray(first_layers, dtype=float).tobytes(), grain,
+           None if rooms is None else np.asarray(rooms, dtype=float).tobytes(), head)
+    if key not in ctx.bound_tables:
+        floors = _find_cycle_floors(ctx, first_layers, grain, rooms, head)
+        floors.flags.writeable = False
+        ctx.bound_tables[key] = floors
+    return ctx.bound_tables[key]
+
+
+def _find_cycle_floors(ctx: ShapeContext, first_layers: np.ndarray | None, grain: int, rooms: np.ndarray | None,
+                       head: int | None) -> np.ndarray:
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
     groups = [g for g in _speed_groups(ctx, head) if g[1] > 0]
@@ -104,14 +127,15 @@ def cycle_floors_s(ctx: ShapeContext, first_layers: np.ndarray | None = None, gr
     last = [np.minimum(cap(tau, fixed[2]), rooms[-1]) for tau, _, fixed in groups]
     middle = [cap(tau, fixed[1]) for tau, _, fixed in groups]
     middle_rooms = np.minimum(np.max(middle, axis=0)[:, None], rooms[None, 1:-1]).sum(axis=1)
+    reachable = np.where(np.isfinite(middle), middle, UNREACHABLE)  # a way using a class that holds no layer at c
     n0 = None if first_layers is None else np.asarray(first_layers, dtype=float)[:, None]
     holds = np.zeros(candidates.shape if n0 is None else (len(n0), len(candidates)), dtype=bool)
     for head, tail in itertools.product(classes, classes if p > 1 else [None]):
-        left = [groups[u][1] - (head <= u) - (tail is not None and tail <= u) for u in classes]
+        left = tuple(groups[u][1] - (head <= u) - (tail is not None and tail <= u) for u in classes)
         ways = _middle_counts(left, max(p - 2, 0)) if min(left) >= 0 else []
         if not ways:
             continue
-        rest = np.max([sum(n * c for n, c in zip(counts, middle, strict=True) if n) for counts in ways], axis=0)
+        rest = np.max(np.asarray(ways, dtype=float) @ reachable, axis=0)
         rest = np.minimum(rest, middle_rooms) + (last[tail] if tail is not None else 0.0)
         if n0 is None:
             holds |= first[head] + rest >= layers
@@ -308,11 +332,15 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
     return np.maximum(low, n0 * gather)
 
 
+UNREACHABLE = -1e18
+"""Layers a speed class holds at a cycle too short for one layer (-inf in the caps): any sum with it stays far below
+every layer count, and a product with a zero count is 0, not nan."""
 CYCLE_STEPS = 4
 """Cap changes c_0 = c(n0) < c_1 < ... at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
-BISECTIONS = 20
-"""Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^20 (a millionth of the whole
-model's gather time) of the least X; the low end is returned, so fewer halvings only loosen the floor that much."""
+BISECTIONS = 12
+"""Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^12 (0.025 % of the whole
+model's gather time) of the least X; the low end is returned, so fewer halvings only loosen the floor that much
+(20 halvings took a fifth of a shape's sharpening)."""
 
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,

@@ -264,6 +264,11 @@ class ShapeContext:
         return {}
 
     @cached_property
+    def bound_tables(self) -> dict[tuple, object]:
+        """Tables the bounds find once per shape (`bounds._speed_groups`), by what they depend on."""
+        return {}
+
+    @cached_property
     def _dp_sync_curves(self) -> dict[tuple[str, DPVariant, int], Breakpoints]:
         return {}
 
