@@ -157,8 +157,7 @@ class CellCosts:
 class InstanceTables:
     """What pricing a shape reads that no shape changes, built once per instance (`instance_tables`) and shared by
     its shapes: each GPU type in use with its collective model (the profile resolved once), the buildings' pricing
-    classes, the `CellCosts` priced so far, by (GPU type, micro-batch, TP, CP, EP), and the DP collectives priced so
-    far."""
+    classes, and the `CellCosts` priced so far, by (GPU type, micro-batch, TP, CP, EP)."""
 
     comm: dict[str, CollectiveModel]
     classes: dict[str, Building]
@@ -171,8 +170,6 @@ class InstanceTables:
     ring_gpus: int
     """The largest building's GPUs: what a stage's DP ring may span (`costmodel.dp.dp_rings`)."""
     cells: dict[tuple[str, int, int, int, int], CellCosts] = field(default_factory=dict)
-    collectives: dict[str, dict[tuple, float]] = field(default_factory=dict)
-    """Per GPU type, the intra-building DP collective times priced so far (`IntraDPSync.memo`)."""
 
 
 def instance_tables(instance: Instance) -> InstanceTables:
@@ -243,9 +240,8 @@ def _building_costs(
     params = memory.average_layer_params(model)
     d_gpu, e_gpu = params.dense / shape.tp, params.expert / (shape.tp * shape.ep)
     g = training.grad_bytes_per_param
-    memo = tables.collectives.setdefault(gpu_name, {})
     dp_intra = {v: IntraDPSync(tables.comm[gpu_name], shape, building, v, d_gpu * g, e_gpu * g, gpu.nvlink_domain_gpus,
-                               tables.ring_gpus, memo)
+                               tables.ring_gpus)
                 for v in variants}
     layers = _param_dp_costs(shape, training, gpu, dp_intra, d_gpu, e_gpu)
     return GPUCosts(

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from scaleacross_milp.calibration.collective import Collective, CollectiveModel, Tier
@@ -257,9 +257,6 @@ class IntraDPSync:
     nvlink_domain_gpus: int
     ring_gpus: int | None = None
     """The GPUs a ring may span (`dp_rings`); None: the building's."""
-    memo: dict[tuple, float] | None = field(default=None, repr=False)
-    """Collective times already priced with `comm`, shared by the syncs of every shape of an instance (keyed by
-    rings, collective and bytes); None: none kept."""
 
     @property
     def per_layer_units(self) -> bool:
@@ -269,12 +266,7 @@ class IntraDPSync:
 
     def collective_s(self, dense_grad_bytes: float, expert_grad_bytes: float) -> float:
         """t(D, E): one collective over D dense and E expert bytes per GPU."""
-        if self.memo is None:
-            return rings_time_s(self.comm, self.variant, self.rings, dense_grad_bytes, expert_grad_bytes)
-        key = (self.rings, self.variant.mode is DPMode.ddp, dense_grad_bytes, expert_grad_bytes)
-        if key not in self.memo:
-            self.memo[key] = rings_time_s(self.comm, self.variant, self.rings, dense_grad_bytes, expert_grad_bytes)
-        return self.memo[key]
+        return rings_time_s(self.comm, self.variant, self.rings, dense_grad_bytes, expert_grad_bytes)
 
     @cached_property
     def rings(self) -> tuple[DPRing, DPRing]:
