@@ -197,6 +197,8 @@ class ShapeSearch:
     climbed: set[tuple[int, int, int, int, int, int]] = field(default_factory=set)
     """Degrees (`degrees`) of the incumbent shapes whose neighbours were tried (`climb`)."""
     out_of_time: bool = False
+    stopped_early: str | None = None
+    """Why phase 2 stopped building models before the limit (`SolveStats.stopped_early`)."""
     build_s: float = 0.0
     solver_s: float = 0.0
     model_build_s: float = 0.0
@@ -328,12 +330,15 @@ class ShapeSearch:
         return i in self.models or self.fits(extent(self.ctx(i)))
 
     def fits(self, size: int) -> bool:
-        """Whether a model of `extent` `size` can be built and translated in the time left: always while there is no
-        plan, else when `build_prior_s`, times the pace of the builds so far against it (1 before any), fits."""
-        if math.isinf(self.incumbent):
-            return True
+        """Whether a model of `extent` `size` can be built and translated in the time left (`build_s_predicted`);
+        always while there is no plan."""
+        return math.isinf(self.incumbent) or self.build_s_predicted(size) <= self.remaining()
+
+    def build_s_predicted(self, size: int) -> float:
+        """Seconds to build and translate a model of `extent` `size`: `build_prior_s` times the pace of the builds
+        so far against it (1 before any)."""
         pace = self.model_build_s / self.model_prior_s if self.model_prior_s else 1.0
-        return pace * build_prior_s(size) <= self.remaining()
+        return pace * build_prior_s(size)
 
     def built(self, size: int, seconds: float) -> None:
         """Count a model of `extent` `size` built in `seconds`."""
@@ -473,6 +478,11 @@ class ShapeSearch:
                     break
                 if not self.affordable(i):
                     self.out_of_time = True  # this round still solves the models already built
+                    if self.stopped_early is None:
+                        self.stopped_early = (f"stopped at {self.elapsed():.1f} s: the next shape's model "
+                                              f"({self.ctx(i).shape.label()}) would take "
+                                              f"{self.build_s_predicted(extent(self.ctx(i))):.1f} s to build, more "
+                                              f"than the {max(self.remaining(), 0.0):.1f} s left")
                     continue
                 if i not in self.patterns_tried:
                     self.try_restriction(i)
@@ -597,6 +607,7 @@ def solve_instance(
         rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
         solver_s=search.solver_s, shapes_total=screening.total, shapes_solved=len(search.closed),
         shapes_pruned=len(screening.candidates) - len(search.closed) - len(left_open), shapes_open=len(left_open),
+        stopped_early=search.stopped_early if rel > gap + 1e-9 else None,
         **best.size,
         objective=instance.search.objective, **figures,
     )

@@ -150,7 +150,7 @@ def solve_lines(stats: SolveStats) -> list[str]:
     return [
         "[bold]Solve[/bold]",
         f"Objective: {stats.objective.value}",
-        f"Status: {stats.status}",
+        f"Status: {stats.status}" + (f" ({escape(stats.stopped_early)})" if stats.stopped_early else ""),
         *([f"Incumbent: {usd(stats.incumbent_usd)}/iteration ({seconds(stats.incumbent_s)})",
            f"Best bound: {usd(stats.bound_usd)}/iteration"] if stats.objective is Objective.cost else
           [f"Incumbent: {seconds(stats.incumbent_s)}", f"Best bound: {seconds(stats.bound_s)}"]),

@@ -137,6 +137,9 @@ class SolveStats(Contract):
         "screened shapes left unsolved because their bound cannot beat the plan by more than the gap"))
     shapes_open: NonNegativeInt = Field(0, description=(
         "screened shapes whose bound could still beat the plan when the search stopped (the time limit)"))
+    stopped_early: str | None = Field(None, description=(
+        "why the search stopped before the time limit with the gap still open: the next shape's model was "
+        "predicted to take longer to build than the time left (a build cannot be interrupted)"))
     variables: NonNegativeInt
     binaries: NonNegativeInt
     integers: NonNegativeInt

@@ -6,6 +6,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
@@ -24,6 +25,7 @@ from scaleacross_milp.milp.solve import (
     solve_instance,
     strongest_building,
 )
+from scaleacross_milp.report.summary import render_plan
 from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
@@ -277,3 +279,19 @@ def test_the_seed_gets_a_share_of_the_limit_at_least_what_promises_a_plan(limit,
     # SEED_SHARE (20 %) of the limit, raised to RESCUE_MIN_SECONDS (0.5 s) while that leaves half the limit to the
     # search: a 2 s solve seeds for 0.5 s rather than not at all.
     assert seed_seconds(limit) == pytest.approx(seconds)
+
+
+def test_a_search_stopped_by_a_model_too_slow_to_build_says_so(small_instance, monkeypatch):
+    # With a plan in hand, a model is built only if its predicted build fits the time left. When that stops the
+    # search well before the limit with the gap open, the status stays "time limit" (the limit decided it) and the
+    # stats say when it stopped and which model would not fit; the report prints it beside the status.
+    instance = small_instance(HALL_AND_FAR_COLO["buildings"], HALL_AND_FAR_COLO["links"], gpus=0, batch=96,
+                              search_defaults={"time_limit_s": 60, "rel_gap": 1e-6, "threads": 1})
+    monkeypatch.setattr("scaleacross_milp.milp.solve.build_prior_s", lambda size: 1e6)  # no model fits any more
+    plan = solve_instance(instance)
+    stats = plan.solve
+    assert stats.status == "time limit" and stats.rel_gap > 1e-6 and stats.wall_s < 30
+    assert stats.stopped_early is not None and "would take" in stats.stopped_early
+    console = Console(record=True, width=200)
+    render_plan(plan, console)
+    assert f"Status: time limit ({stats.stopped_early})" in console.export_text()
