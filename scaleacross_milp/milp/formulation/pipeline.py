@@ -39,14 +39,20 @@ plus its latency; the chain's excess over the cycle is
     steady[b] >= a_o Cst[b] + c_o Cst[b+1] + lat[b] + tx[b] - cycle                       (steady_excess)
     1F1B a = c = 1/2;  ZB-H1 a = 1/2, c = (1 - W/C) / 2;  ZB-V a = c = (1 - (W + min(F, I)) / (2 C)) / 2
     (F, I, W, C = F + I + W: one layer's times); GPipe and interleaved: no rows (a = c = 0; GPipe's sends, one
-    direction per phase, are priced per link by `traffic`'s gpipe_sends)
+    direction per phase, are priced per link by `traffic`'s gpipe_sends, and per boundary below)
 and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B / ZB-H1: every one but those in
 the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
     Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]
     tx[b] >= the time of A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) GB on every arc a, priced by the line
              the arc's pipeline sends pick (`traffic.line_rows`, units of A GB, the intercept on only when some
              pipeline crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
-(rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`). For p = 2
+(rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`). GPipe
+sends boundary b's m forward activations in one phase and its m gradients in the next, each send after the one
+before has arrived (a rank's sends to a peer run in order, each paying its route's latency, as the replay runs
+them), and each stage's forward and backward of one microbatch lies outside those runs:
+    Tpipe >= sum_j Cst[j] + 2 m (lat[b] + tx[b])                                          (gpipe_stream)
+On a 1,518 km boundary (7.4 ms one way) of generated seed 12, the replay's 7-microbatch GPipe spent 52 ms per phase
+on it that the link-load row alone does not see (MILP 91 ms against a 164 ms replay). For p = 2
 under 1F1B the makespan is then the replay's: m max_j Cst[j] + min_j Cst[j] + m (lat + tx)
 + (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). The warm-up and cool-down also wait on some sends (a few
 transfers in all, not a per-microbatch cost; most under ZB-V): left out, they fall in the verifier's residual.
@@ -178,7 +184,8 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
     bounds an arc's pipeline GB per microbatch."""
     options = list(m.O)
     chains = {b: [steady_chain(ctx, o, b) for o in options] for b in regular}
-    if not any(count for chain in chains.values() for _, _, count in chain):
+    gpipe = [1.0 if ctx.options[o].schedule is Schedule.gpipe else 0.0 for o in options]
+    if not any(count for chain in chains.values() for _, _, count in chain) and not any(gpipe):
         return
     act_gb = ctx.costs.p2p_bytes * ctx.shape.ep / GB
     add_line_choices(m, ctx)
@@ -203,3 +210,7 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
                                         [*terms, (count, m.steady[b])], m.u, options, big)
     add_rows(m, "steady_excess", excess)
     add_rows(m, "steady_makespan", makespan)
+    if any(gpipe):
+        streams = [2 * ctx.shape.microbatches * g for g in gpipe]
+        add_rows(m, "gpipe_stream", [row for b in regular for row in choice_lower_bounds(
+            m.Tpipe - sum(m.Cst[j] for j in m.J), [(streams, m.lat[b] + m.tx[b])], m.u, options, big)])
