@@ -140,10 +140,11 @@ def degrees(shape: Shape) -> tuple[int, int, int, int, int, int]:
 
 
 BUILD_OVERHEAD_S = 0.3
-BUILD_S_PER_EXTENT = 1.2e-3
-"""The prior of a model's build and translation time, a + b `extent` (`build_prior_s`), measured on 2 cores over
-restrictions of generated instances (3-14 buildings, extent 54-4,704: 0.44-5.5 s); the search scales it by the pace
-of its own builds (`ShapeSearch.fits`)."""
+BUILD_S_PER_EXTENT = 0.9e-3
+"""The prior of a model's build and translation time, a + b `extent` (`build_prior_s`), on 2 cores: restrictions of
+generated instances of 3, 8, 9 and 14 buildings (extent 54, 128, 1,620, 4,704) build in 0.26, 0.50, 1.03 and 4.14 s,
+against 0.35, 0.42, 1.76 and 4.53 s predicted; the search scales it by the pace of its own builds
+(`ShapeSearch.fits`)."""
 
 
 def build_prior_s(size: int) -> float:

@@ -123,7 +123,7 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     links = ctx.routes.links
     arcs = [(i, d) for i in range(len(links)) for d in (1, -1)]
     picks = [(f, i, d, t) for f in LINE_FAMILIES for i, d in arcs for t in links[i].transports
-             if len(ctx.price_lines[i, t]) > 1]
+             if len(ctx.price_lines.get((i, t), ())) > 1]
     m.SEL = pyo.Set(initialize=[(*pick, k) for pick in picks for k in range(1, len(ctx.price_lines[pick[1], pick[3]]))],
                     dimen=5)
     m.sel = pyo.Var(m.SEL, domain=pyo.Binary)
@@ -141,11 +141,14 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
     `on` (default 1, at most `on_most`) scales the intercept: a load that may be zero while the family's line is
     picked multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen
     schedule by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers)
-    at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`."""
+    at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`. A link no route between the shape's
+    buildings uses has no price lines (its load is zero): the floor alone."""
     i, d = arc
     link = ctx.routes.links[i]
     bare = GB / link.capacity_byte_s
     rows = [lhs >= load * bare / max(ctx.efficiency[i, t] for t in link.transports)]
+    if (i, link.transports[0]) not in ctx.price_lines:  # no route uses the link: its load is zero
+        return rows
     for t in link.transports:
         lines = ctx.price_lines[i, t]
         top = unit_gb if unit_most is None else unit_most
