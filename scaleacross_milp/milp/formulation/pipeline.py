@@ -52,7 +52,13 @@ before has arrived (a rank's sends to a peer run in order, each paying its route
 them), and each stage's forward and backward of one microbatch lies outside those runs:
     Tpipe >= sum_j Cst[j] + 2 m (lat[b] + tx[b])                                          (gpipe_stream)
 On a 1,518 km boundary (7.4 ms one way) of generated seed 12, the replay's 7-microbatch GPipe spent 52 ms per phase
-on it that the link-load row alone does not see (MILP 91 ms against a 164 ms replay). For p = 2
+on it that the link-load row alone does not see (MILP 91 ms against a 164 ms replay). Under 1F1B and ZB-H1 rank
+b + 1 runs p - 2 - b warm-up forwards before its first backward, so its first gradient leaves after p - 1 - b of
+rank b's forward sends have crossed, one after another, and its m gradients then cross one after another; stages
+0..b run one microbatch's forward before the first send and one's backward after the last:
+    Tpipe >= sum_{j <= b} Cst[j] + (m + p - 1 - b) (lat[b] + tx[b])                       (warmup_stream)
+On generated seed 27 (ZB-H1, 16 microbatches, a boundary over a 100 Gb/s link at b = 7), the replay's backward stream
+started only after eight forward transfers (2.2 s): MILP 5.13 s against a 6.48 s replay. For p = 2
 under 1F1B the makespan is then the replay's: m max_j Cst[j] + min_j Cst[j] + m (lat + tx)
 + (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). The warm-up and cool-down also wait on some sends (a few
 transfers in all, not a per-microbatch cost; most under ZB-V): left out, they fall in the verifier's residual.
@@ -214,3 +220,9 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
         streams = [2 * ctx.shape.microbatches * g for g in gpipe]
         add_rows(m, "gpipe_stream", [row for b in regular for row in choice_lower_bounds(
             m.Tpipe - sum(m.Cst[j] for j in m.J), [(streams, m.lat[b] + m.tx[b])], m.u, options, big)])
+    one_f_one_b = [ctx.options[o].schedule in (Schedule.one_f_one_b, Schedule.zb_h1) for o in options]
+    if any(one_f_one_b):
+        add_rows(m, "warmup_stream", [row for b in regular for row in choice_lower_bounds(
+            m.Tpipe - sum(m.Cst[j] for j in m.J if j <= b),
+            [([ctx.shape.microbatches + ctx.shape.pp - 1 - b if on else 0 for on in one_f_one_b],
+              m.lat[b] + m.tx[b])], m.u, options, big)])
