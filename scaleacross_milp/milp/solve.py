@@ -43,8 +43,9 @@ heuristics can take seconds on a restriction of a few buildings (a 6-building re
 47,000 LP iterations at the root, unfinished after 10 s), and one such solve would end the search."""
 FIRST_NODES = 200
 """Node budget of every open shape's full MILP in the first round; each later round multiplies it by NODE_GROWTH.
-Budgets count solver work, not seconds, so the search takes the same steps whatever the machine's load and a
-longer time limit only lets it go further along the same sequence (never a worse plan or a looser bound)."""
+Budgets count solver work, not seconds, so these rounds take the same steps whatever the machine's load. What stays
+wall-clock (screening's share, PATTERN_SHARE, the build prediction of `ShapeSearch.fits`) can make two runs under
+different load differ, and a longer limit is not always a better plan (README, time limits)."""
 NODE_GROWTH = 4
 MAX_BUILDINGS = 64
 """The most buildings a solve accepts: the route table and the traffic rows grow with the building pairs times their
