@@ -269,7 +269,8 @@ class ShapeContext:
 
     @cached_property
     def bound_tables(self) -> dict[tuple, object]:
-        """Tables the bounds find once per shape (`bounds._speed_groups`), by what they depend on."""
+        """Tables the bounds find once per shape (`bounds._speed_groups`, `bounds.cycle_floors_s`), by what they
+        depend on."""
         return {}
 
     @cached_property

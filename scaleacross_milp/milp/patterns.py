@@ -91,11 +91,12 @@ class Restriction:
 
 def restrictions(ctx: ShapeContext) -> list[Restriction]:
     """The shape's restrictions, fewest buildings first, each smaller than the cluster: over the buildings DP-out
-    fills (`restriction`) and over those PP-out's stages sit in, once per building set with the patterns filling it."""
+    fills (`dp_out_cells`) and over those PP-out's stages sit in (`pp_out_cells`), once per building set with the
+    patterns filling it."""
     sets: dict[tuple[str, ...], list[Cells]] = {}
     for pattern in Pattern:
         cells = pattern_cells(ctx, pattern)
-        held = set() if cells is None else {k for (_, k), n in cells.items() if n}
+        held = set() if cells is None else holders(cells)
         if held and len(held) < len(ctx.buildings):
             sets.setdefault(tuple(k for k in ctx.buildings if k in held), []).append(cells)
     return [Restriction(list(buildings), patterns)
@@ -106,9 +107,14 @@ def pattern_cells(ctx: ShapeContext, pattern: Pattern) -> Cells | None:
     return dp_out_cells(ctx) if pattern is Pattern.dp_out else pp_out_cells(ctx)
 
 
+def holders(cells: Cells) -> set[str]:
+    """The buildings `cells` put some stage cell in."""
+    return {k for (_, k), n in cells.items() if n}
+
+
 def spans_all(ctx: ShapeContext, cells: Cells) -> bool:
     """Whether `cells` use every building of the shape's routes (a pattern no restriction holds)."""
-    return len({k for (_, k), n in cells.items() if n}) == len(ctx.buildings)
+    return len(holders(cells)) == len(ctx.buildings)
 
 
 @contextmanager
