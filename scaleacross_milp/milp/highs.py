@@ -69,10 +69,13 @@ STATUS: dict[highspy.HighsModelStatus, MILPStatus | None] = {
 """Explicit map from HiGHS's model status to ours (kSolutionLimit: the node budget; kObjectiveBound: nothing beats the
 cutoff); None: HiGHS failed (an internal error)."""
 CLOSED = (MILPStatus.optimal, MILPStatus.infeasible, MILPStatus.cut_off)
+ABS_GAP = 1e-6
+"""HiGHS's mip_abs_gap (its default, set explicitly): a solve closes once incumbent - bound <= this, in the
+objective's unit (seconds, or dollars under the cost objective), whatever the relative gap asked for."""
 NO_LIMIT_OPTIONS: dict[str, object] = {"objective_bound": math.inf, "mip_max_nodes": highspy.kHighsIInf,
-                                       "time_limit": math.inf, "random_seed": 0}
+                                       "time_limit": math.inf, "random_seed": 0, "mip_abs_gap": ABS_GAP}
 """HiGHS keeps an option until it is set again, so every solve of a translated model starts from these: no cutoff,
-no node budget, no time limit, a fixed seed (the same answer on every run)."""
+no node budget, no time limit, a fixed seed (the same answer on every run), ABS_GAP."""
 FEASIBLE = 2
 """HighsInfo.primal_solution_status of a feasible point (0: none, 1: infeasible)."""
 

@@ -22,7 +22,7 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
-from scaleacross_milp.milp.highs import HighsModel, model_size, polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restrictions, spans_all
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
@@ -600,16 +600,17 @@ def solve_instance(
     incumbent, bound = polish(highs, model.objective.expr, threads), bound / per_requested(ctx)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
+    proven = rel <= gap + 1e-9 or incumbent - bound <= ABS_GAP  # HiGHS closes at either
     left_open = [i for i, b in enumerate(search.bounds) if i not in search.closed and search.promising(b)]
     figures = {"incumbent_s": incumbent, "bound_s": bound} if not search.costed else {
         "incumbent_s": model.T.value, "bound_s": None, "incumbent_usd": incumbent, "bound_usd": bound}
     stats = SolveStats(
-        status="optimal" if rel <= gap + 1e-9 else "time limit" if (
+        status="optimal" if proven else "time limit" if (
             search.out_of_time or screening.unscreened or wall >= limit) else "gap open",
         rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
         solver_s=search.solver_s, shapes_total=screening.total, shapes_solved=len(search.closed),
         shapes_pruned=len(screening.candidates) - len(search.closed) - len(left_open), shapes_open=len(left_open),
-        stopped_early=search.stopped_early if rel > gap + 1e-9 else None,
+        stopped_early=None if proven else search.stopped_early,
         **best.size,
         objective=instance.search.objective, **figures,
     )
