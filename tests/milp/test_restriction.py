@@ -87,3 +87,16 @@ def test_pp_out_gives_a_restriction_where_no_building_holds_a_pipeline(tiny):
     i = next(i for i, c in enumerate(search.candidates) if c.shape == shape)
     search.try_restriction(i)
     assert search.best is not None and search.best.ctx.buildings == ["A", "B"]
+
+
+def test_a_restriction_prices_only_the_links_its_routes_use(tiny):
+    # A - B - C in a line: over A alone no route crosses a link, so no link is priced; over A and C the route runs
+    # through B, so both links are, each under every transport it offers.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=8),
+                        route_table(instance.topology))
+    alone = replace(ctx, routes=ctx.routes.among(["A"]))
+    ends = replace(ctx, routes=ctx.routes.among(["A", "C"]))
+    assert alone.price_lines == {} and alone.seconds_per_gb == {}
+    assert {i for i, _ in ends.price_lines} == {0, 1}
+    assert len(ends.price_lines) == sum(len(link.transports) for link in ctx.routes.links)

@@ -18,9 +18,9 @@ HALLS = [{"name": "A", "gpus": 8, "gpu_type": "h100"}, {"name": "B", "gpus": 8, 
 LINK = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 20}]
 
 
-def pipeline_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: float = 100) -> tuple:
+def pipeline_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: float = 100, km: float = 20) -> tuple:
     """Llama 3 8B, TP8 PP2 DP1, 16 + 16 layers, stage 0 in A and stage 1 in B, priced with the placement fixed."""
-    link = [{**LINK[0], "capacity_gbit_s": gbit_s}]
+    link = [{**LINK[0], "capacity_gbit_s": gbit_s, "distance_km": km}]
     instance = tiny(buildings=HALLS, links=link, global_batch_sequences=microbatches,
                     search={"dp_modes": ["ddp"], "schedules": [schedule]})
     ctx = shape_context(instance, Shape(tp=8, pp=2, dp=1, micro_batch=1, microbatches=microbatches),
@@ -103,9 +103,61 @@ def test_gpipe_replay_queues_a_rank_s_sends_to_its_peer(tiny):
     # The same pipeline replayed: with sends in order per rank pair, the iteration is at least m transfers per
     # phase, and the MILP's prediction (which charges exactly that, plus fill and drain) agrees within 3 %.
     ctx, m = pipeline_over_two_halls(tiny, "gpipe", 8, gbit_s=5)
+    predicted, replay = replayed(ctx, m)
+    assert replay >= 2 * 8 * pyo.value(m.xfer[0, 1])
+    assert replay == pytest.approx(predicted, rel=0.03)
+
+
+def replayed(ctx, m) -> tuple[float, float]:
+    """(the MILP's iteration time, the verifier's) of the fixed pipeline."""
     plan = extract_plan(m, ctx, SolveStats(status="optimal", incumbent_s=pyo.value(m.T), bound_s=pyo.value(m.T),
                                            rel_gap=0.0, wall_s=0.0, shapes_total=1, shapes_solved=1,
                                            shapes_pruned=0, variables=0, binaries=0, integers=0, constraints=0))
-    verification, _ = verify(ctx.instance, plan)
-    assert verification.iteration_s >= 2 * 8 * pyo.value(m.xfer[0, 1])
-    assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=0.03)
+    return plan.prediction.iteration_s, verify(ctx.instance, plan)[0].iteration_s
+
+
+def test_gpipe_over_a_far_boundary_pays_each_send_s_latency_in_turn(tiny):
+    # 1,500 km (7.4 ms one way) between stage 0 and the other seven: a rank's sends to its peer run one after
+    # another, each waiting for the one before to arrive, so each phase's run over the boundary is at least
+    # m (latency + transfer) (gpipe_stream states it; here the makespan rows already reach it), and the replay
+    # agrees within the verifier's tolerance.
+    ctx, m = eight_stages_over_two_halls(tiny, "gpipe", 8, gbit_s=3200, km=1500)
+    latency, transfer = pyo.value(m.lat[0]), pyo.value(m.tx[0])
+    assert latency == pytest.approx(ctx.routes.latency_s["A", "B"]) and latency > 5 * transfer
+    assert pyo.value(m.Tpipe) >= sum(pyo.value(m.Cst[j]) for j in m.J) + 2 * 8 * (latency + transfer) - 1e-9
+    predicted, replay = replayed(ctx, m)
+    assert replay == pytest.approx(predicted, rel=0.1)
+
+
+def eight_stages_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: float, km: float = 20) -> tuple:
+    """Llama 3 8B, TP8 PP8 DP1, 4 layers per stage, stage 0 in A (8 GPUs) and stages 1-7 in B (56), placement
+    fixed."""
+    halls = [HALLS[0], {**HALLS[1], "gpus": 56}]
+    instance = tiny(buildings=halls, links=[{**LINK[0], "capacity_gbit_s": gbit_s, "distance_km": km}],
+                    global_batch_sequences=microbatches, search={"dp_modes": ["ddp"], "schedules": [schedule]})
+    ctx = shape_context(instance, Shape(tp=8, pp=8, dp=1, micro_batch=1, microbatches=microbatches),
+                        route_table(instance.topology))
+    m = build_model(ctx)
+    for j in m.J:
+        m.n[j].fix(4)
+        for k in m.K:
+            m.x[j, k].fix(1 if k == ("A" if j == 0 else "B") else 0)
+            m.y[j, k].fix(1 if k == ("A" if j == 0 else "B") else 0)
+    highs = HighsModel(m)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    polish(highs, m.T, threads=1)
+    return ctx, m
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1"])
+def test_the_gradient_stream_waits_for_the_warm_up_forwards_to_cross(tiny, schedule):
+    # Boundary 0 of 8 stages crosses a link slower than the stages. Rank 1 runs six warm-up forwards before its first
+    # backward, so its first gradient leaves after seven of rank 0's forwards have crossed, and its m gradients then
+    # cross one after another: Tpipe >= C0 + (m + 7)(latency + transfer) (warmup_stream); the replay agrees within
+    # the verifier's tolerance.
+    ctx, m = eight_stages_over_two_halls(tiny, schedule, 8, gbit_s=5)
+    send = pyo.value(m.lat[0] + m.tx[0])
+    assert pyo.value(m.tx[0]) > max(pyo.value(m.Cst[j]) for j in m.J)
+    assert pyo.value(m.Tpipe) >= pyo.value(m.Cst[0]) + 15 * send - 1e-9
+    predicted, replay = replayed(ctx, m)
+    assert replay == pytest.approx(predicted, rel=0.1)
