@@ -321,8 +321,8 @@ def test_evaluate_single_building_layout_prices_published_style_run(tmp_path):
 
 
 def test_evaluate_custom_schedule_csv(tmp_path):
+    from scaleacross_milp.costmodel.actions import build_actions, write_csv
     from scaleacross_milp.spec.search import Schedule
-    from scaleacross_milp.verify.actions import build_actions, write_csv
 
     write_csv(build_actions(Schedule.zb_h1, 2, 2), tmp_path / "custom.csv")
     layout = {k: v for k, v in CAMPUS_LAYOUT.items() if k != "schedule"} | {"schedule_csv": "custom.csv"}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaleacross_milp.costmodel import memory
+from scaleacross_milp.costmodel.actions import ScheduleActions, build_actions, read_csv
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption
@@ -25,7 +26,6 @@ from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StageMemory
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Transport
 from scaleacross_milp.spec.training import BatchRounding
-from scaleacross_milp.verify.actions import ScheduleActions, build_actions, read_csv
 
 GIB = 2**30
 

@@ -39,10 +39,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import permutations
 
+from scaleacross_milp.costmodel.actions import Action
 from scaleacross_milp.costmodel.dp import exchange_connections
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Topology
-from scaleacross_milp.verify.actions import Action
 from scaleacross_milp.verify.network import Fabric, FluidNetwork
 from scaleacross_milp.verify.workload import StageWork, Workload
 

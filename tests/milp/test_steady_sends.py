@@ -77,16 +77,18 @@ def test_zb_h1_hides_the_next_rank_s_weight_gradient_behind_the_sends(tiny):
 def test_zb_v_hides_one_chunk_s_backward_behind_the_sends_and_pays_the_rest(tiny):
     # ZB-V on a thin link: each rank runs F, I, W of both chunks per microbatch; the chain across the boundary
     # leaves out one chunk's W and the smaller of its F and I, so each crossing's excess over the cycle is
-    # (1 - (W + min(F, I)) / (2 C)) (C0 + C1) / 2 + latency + transfer - cycle, paid on m - 2 microbatches.
+    # (1 - (W + min(F, I)) / (2 C)) (C0 + C1) / 2 + latency + transfer - cycle, paid on m - 2 microbatches
+    # (steady_makespan holds it); the stream paths add the warm-up and cool-down sends, and the replay agrees.
     ctx, m = pipeline_over_two_halls(tiny, "zb-v", 8, gbit_s=50)
     layer = ctx.gpu("A").layer
     share = 1 - (layer.backward_weight_s + min(layer.forward_s, layer.backward_input_s)) / (2 * layer.total_s)
     c0, c1 = (pyo.value(m.Cst[j]) for j in m.J)
     excess = share * (c0 + c1) / 2 + pyo.value(m.lat[0] + m.tx[0] - m.cycle)
-    assert excess > 0
-    assert pyo.value(m.steady[0]) == pytest.approx(excess, rel=1e-6)
-    rest = pyo.value(m.Tpipe - 8 * m.cycle - m.bubble - m.fill_sends - 4 * m.lat[0])
-    assert rest == pytest.approx(6 * excess, rel=1e-6)
+    assert pyo.value(m.steady[0]) >= excess - 1e-9
+    steady_state = pyo.value(8 * m.cycle + m.bubble + m.fill_sends + 4 * m.lat[0]) + 6 * max(excess, 0.0)
+    assert pyo.value(m.Tpipe) >= steady_state - 1e-9
+    predicted, replay = replayed(ctx, m)
+    assert predicted == pytest.approx(replay, rel=0.02)
 
 
 def test_gpipe_on_a_link_slower_than_its_stages_pays_every_send_of_both_phases(tiny):
@@ -119,7 +121,7 @@ def replayed(ctx, m) -> tuple[float, float]:
 def test_gpipe_over_a_far_boundary_pays_each_send_s_latency_in_turn(tiny):
     # 1,500 km (7.4 ms one way) between stage 0 and the other seven: a rank's sends to its peer run one after
     # another, each waiting for the one before to arrive, so each phase's run over the boundary is at least
-    # m (latency + transfer) (gpipe_stream states it; here the makespan rows already reach it), and the replay
+    # m (latency + transfer) (a stream path states it; here the makespan rows already reach it), and the replay
     # agrees within the verifier's tolerance.
     ctx, m = eight_stages_over_two_halls(tiny, "gpipe", 8, gbit_s=3200, km=1500)
     latency, transfer = pyo.value(m.lat[0]), pyo.value(m.tx[0])
@@ -153,7 +155,7 @@ def eight_stages_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: 
 def test_the_gradient_stream_waits_for_the_warm_up_forwards_to_cross(tiny, schedule):
     # Boundary 0 of 8 stages crosses a link slower than the stages. Rank 1 runs six warm-up forwards before its first
     # backward, so its first gradient leaves after seven of rank 0's forwards have crossed, and its m gradients then
-    # cross one after another: Tpipe >= C0 + (m + 7)(latency + transfer) (warmup_stream); the replay agrees within
+    # cross one after another: Tpipe >= C0 + (m + 7)(latency + transfer) (stream_path); the replay agrees within
     # the verifier's tolerance.
     ctx, m = eight_stages_over_two_halls(tiny, schedule, 8, gbit_s=5)
     send = pyo.value(m.lat[0] + m.tx[0])

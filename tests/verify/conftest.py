@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from scaleacross_milp.costmodel.actions import ScheduleActions, build_actions
 from scaleacross_milp.costmodel.costs import DPVariant, OpTimes
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Layout, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.spec.topology import Topology
-from scaleacross_milp.verify.actions import ScheduleActions, build_actions
 from scaleacross_milp.verify.layout import Pattern, ResolvedLayout
 from scaleacross_milp.verify.replay import Level, replay
 from scaleacross_milp.verify.workload import RankWork, StageWork, Workload

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from scaleacross_milp.costmodel.actions import build_actions, check_actions, read_csv, write_csv
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.search import Schedule
-from scaleacross_milp.verify.actions import build_actions, check_actions, read_csv, write_csv
 from scaleacross_milp.verify.replay import DeadlockError
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from scaleacross_milp.costmodel.actions import build_actions
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.spec.search import Schedule
-from scaleacross_milp.verify.actions import build_actions
 from scaleacross_milp.verify.layout import GIB, InfeasibleLayout, check, inflight_microbatches, resolve
 
 TWO = [{"name": "A", "gpus": 32, "gpu_type": "h100"}, {"name": "B", "gpus": 32, "gpu_type": "h100"}]

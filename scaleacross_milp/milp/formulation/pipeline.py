@@ -18,7 +18,7 @@ keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
 and, but for GPipe and interleaving, rank j keeps only p - j microbatches in flight, so its round trip bounds the
 cycle:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b].
-Interleaved 1F1B with v chunks (Megatron's order, `verify.actions`): rank j runs w_j = 2 (p - j - 1) + (v - 1) p
+Interleaved 1F1B with v chunks (Megatron's order, `costmodel.actions`): rank j runs w_j = 2 (p - j - 1) + (v - 1) p
 warm-up forwards, then pairs (F(k + w_j), B(k)) of chunk-ops, where forward k runs chunk c = (k // p) mod v and
 backward k chunk v - 1 - c of the same microbatch. So B(k) starts w_j pairs and one chunk forward after F(k), and
 between them the microbatch runs forward from virtual stage c p + j to the last, p v - 1, and backward down to
@@ -28,7 +28,7 @@ backward shares of a stage's time (one layer's F / C and (I + W) / C) and s mod 
                                         + sum_{s = (v-1-c)p+j+1}^{pv-1} beta Cst[s mod p] / v + sum_hops lat
 for every rank j and chunk c, under the interleaved option's u[o] (rows interleaved_round_trip; the hops: s -> s + 1
 for s from cp + j to pv - 2 forward, and from (v - 1 - c)p + j to pv - 2 backward).
-Steady-state sends (the orders of `verify.actions`). 1F1B: rank b runs F(w_b + i), B(i) in steady state (w_b =
+Steady-state sends (the orders of `costmodel.actions`). 1F1B: rank b runs F(w_b + i), B(i) in steady state (w_b =
 p - 1 - b warm-up forwards), rank b + 1 the same with w_b - 1; so F_b(x) -> send -> F_{b+1}(x) ->
 B_{b+1}(x - w_b + 1) -> send -> B_b(x - w_b + 1) -> F_b(x + 2) is a chain over two microbatches that crosses
 boundary b twice. ZB-H1: the same with B = I, rank b + 1's W off the chain. ZB-V (rank r: F, I, W of chunk 0, then
@@ -39,29 +39,27 @@ plus its latency; the chain's excess over the cycle is
     steady[b] >= a_o Cst[b] + c_o Cst[b+1] + lat[b] + tx[b] - cycle                       (steady_excess)
     1F1B a = c = 1/2;  ZB-H1 a = 1/2, c = (1 - W/C) / 2;  ZB-V a = c = (1 - (W + min(F, I)) / (2 C)) / 2
     (F, I, W, C = F + I + W: one layer's times); GPipe and interleaved: no rows (a = c = 0; GPipe's sends, one
-    direction per phase, are priced per link by `traffic`'s gpipe_sends, and per boundary below)
+    direction per phase, are priced per link by `traffic`'s gpipe_sends, and per boundary by the stream paths)
 and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B / ZB-H1: every one but those in
 the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
     Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]
     tx[b] >= the time of A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) GB on every arc a, priced by the line
              the arc's pipeline sends pick (`traffic.line_rows`, units of A GB, the intercept on only when some
              pipeline crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
-(rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`). GPipe
-sends boundary b's m forward activations in one phase and its m gradients in the next, each send after the one
-before has arrived (a rank's sends to a peer run in order, each paying its route's latency, as the replay runs
-them), and each stage's forward and backward of one microbatch lies outside those runs:
-    Tpipe >= sum_j Cst[j] + 2 m (lat[b] + tx[b])                                          (gpipe_stream)
-On a 1,518 km boundary (7.4 ms one way) of generated seed 12, the replay's 7-microbatch GPipe spent 52 ms per phase
-on it that the link-load row alone does not see (MILP 91 ms against a 164 ms replay). Under 1F1B and ZB-H1 rank
-b + 1 runs p - 2 - b warm-up forwards before its first backward, so its first gradient leaves after p - 1 - b of
-rank b's forward sends have crossed, one after another, and its m gradients then cross one after another; stages
-0..b run one microbatch's forward before the first send and one's backward after the last:
-    Tpipe >= sum_{j <= b} Cst[j] + (m + p - 1 - b) (lat[b] + tx[b])                       (warmup_stream)
-On generated seed 27 (ZB-H1, 16 microbatches, a boundary over a 100 Gb/s link at b = 7), the replay's backward stream
-started only after eight forward transfers (2.2 s): MILP 5.13 s against a 6.48 s replay. For p = 2
-under 1F1B the makespan is then the replay's: m max_j Cst[j] + min_j Cst[j] + m (lat + tx)
-+ (m - 2) ((Cst[0] + Cst[1]) / 2 - max_j Cst[j]). The warm-up and cool-down also wait on some sends (a few
-transfers in all, not a per-microbatch cost; most under ZB-V): left out, they fall in the verifier's residual.
+(rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`).
+Stream paths (`costmodel.stream_paths`): any path through the replay's dependency graph (each rank's ops in the
+schedule's order, a forward after the previous stage's activation arrives, a backward after the next stage's
+gradient, and a rank's sends to one peer one after another) bounds the makespan. For every schedule option, every
+boundary b and each of a few weights of b's transfers (a fast, a comparable and a slow link), the longest path
+gives its counts n_F, n_I, n_W of each rank's ops and n_b of b-transfers, and with F, I, W, C one layer's times
+and v_o the option's chunks per rank:
+    Tpipe >= sum_j (n_F[j] F + n_I[j] I + n_W[j] W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b])          (stream_path)
+It covers what the steady chain leaves out: under 1F1B and ZB-H1 rank b + 1 runs p - 2 - b warm-up forwards before
+its first backward, so p - 1 - b forwards cross b before the first gradient, then the m gradients one after another,
+and while forwards remain every two microbatches add the forward and backward of ranks b and b + 1 (generated seed
+27, ZB-H1 with a 100 Gb/s link at boundary 7 of 16: MILP 5.81 s against a 6.50 s replay, now 6.48 s); ZB-V's
+warm-up and cool-down sends (generated small seed 13, Mixtral over a 100 Gb/s, 561 km boundary: 0.555 s against
+0.672 s, now 0.673 s); GPipe's 2m sends in turn, each paying its latency (seed 12's 1,518 km boundary).
 """
 
 from __future__ import annotations
@@ -70,6 +68,7 @@ import math
 
 import pyomo.environ as pyo
 
+from scaleacross_milp.costmodel.stream_paths import stream_paths
 from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import chosen_value
@@ -190,8 +189,7 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
     bounds an arc's pipeline GB per microbatch."""
     options = list(m.O)
     chains = {b: [steady_chain(ctx, o, b) for o in options] for b in regular}
-    gpipe = [1.0 if ctx.options[o].schedule is Schedule.gpipe else 0.0 for o in options]
-    if not any(count for chain in chains.values() for _, _, count in chain) and not any(gpipe):
+    if not regular:
         return
     act_gb = ctx.costs.p2p_bytes * ctx.shape.ep / GB
     add_line_choices(m, ctx)
@@ -216,13 +214,23 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
                                         [*terms, (count, m.steady[b])], m.u, options, big)
     add_rows(m, "steady_excess", excess)
     add_rows(m, "steady_makespan", makespan)
-    if any(gpipe):
-        streams = [2 * ctx.shape.microbatches * g for g in gpipe]
-        add_rows(m, "gpipe_stream", [row for b in regular for row in choice_lower_bounds(
-            m.Tpipe - sum(m.Cst[j] for j in m.J), [(streams, m.lat[b] + m.tx[b])], m.u, options, big)])
-    one_f_one_b = [ctx.options[o].schedule in (Schedule.one_f_one_b, Schedule.zb_h1) for o in options]
-    if any(one_f_one_b):
-        add_rows(m, "warmup_stream", [row for b in regular for row in choice_lower_bounds(
-            m.Tpipe - sum(m.Cst[j] for j in m.J if j <= b),
-            [([ctx.shape.microbatches + ctx.shape.pp - 1 - b if on else 0 for on in one_f_one_b],
-              m.lat[b] + m.tx[b])], m.u, options, big)])
+    add_rows(m, "stream_path", stream_path_rows(m, ctx, regular, 2 * big))
+
+
+def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], big: float) -> list:
+    """Rows stream_path (module docstring): per option o, boundary b and path of `costmodel.stream_paths`,
+    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b]), off unless u[o] = 1."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    share = [t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s)]
+    options = list(m.O)
+    rows = []
+    for o in options:
+        option = ctx.options[o]
+        paths = stream_paths(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks)
+        off = 0 if len(options) == 1 else big * (1 - m.u[o])
+        for b in regular:
+            for path in paths[b]:
+                compute = sum(sum(n * f for n, f in zip(ops, share, strict=True)) / option.chunks * m.Cst[j]
+                              for j, ops in enumerate(path.ops) if any(ops))
+                rows.append(m.Tpipe >= compute + path.crossings * (m.lat[b] + m.tx[b]) - off)
+    return rows
