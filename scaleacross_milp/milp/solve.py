@@ -23,10 +23,11 @@ from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
-from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells, restrictions, spans_all
+from scaleacross_milp.milp.patterns import Pattern, fixed_cells, holders, pattern_cells, restrictions, spans_all
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import RouteTable, route_table
+from scaleacross_milp.milp.scaled import SCALED_PER_KIND, dp_out, fixed_decisions, pp_out
 from scaleacross_milp.milp.screen import Candidate, Screening, screen
 from scaleacross_milp.milp.shapes import per_requested
 from scaleacross_milp.spec.instance import Instance
@@ -430,14 +431,53 @@ class ShapeSearch:
         deeper = [i for i in grown if self.candidates[i].shape.dp == shape.dp]
         return list(dict.fromkeys(wider[:NEIGHBOURS] + deeper[:NEIGHBOURS] + grown[:NEIGHBOURS]))
 
+    def scale_out(self) -> None:
+        """Price the incumbent's DP-out and PP-out layouts (`scaled`) on the promising shapes that scale it out
+        (same TP, CP, EP and micro-batch, more GPUs), SCALED_PER_KIND of each in queue order: each in its MILP over
+        the buildings it uses, with its cells, DP-out's layers and the incumbent's schedule option and DP variant
+        (where the shape offers them) fixed."""
+        best = self.best
+        m = best.model.model
+        restore(m, best.values)
+        option = best.ctx.options[next(o for o in m.O if m.u[o].value > 0.5)]
+        variant = best.ctx.variants[next(v for v in m.V if m.w[v].value > 0.5)]
+        layers = [round(m.n[j].value) for j in m.J]
+        shape = best.ctx.shape
+        grown = sorted((i for i, candidate in enumerate(self.candidates)
+                        if degrees(candidate.shape)[:4] == degrees(shape)[:4] and candidate.shape.gpus > shape.gpus
+                        and i not in self.closed and self.promising(self.bounds[i])), key=self.key)
+        wider = [(i, lambda ctx: dp_out(ctx, layers)) for i in grown if self.candidates[i].shape.pp == shape.pp]
+        deeper = [(i, pp_out) for i in grown if self.candidates[i].shape.dp == shape.dp]
+        for i, make in wider[:SCALED_PER_KIND] + deeper[:SCALED_PER_KIND]:
+            ctx = self.ctx(i)
+            scaled = make(ctx)
+            if scaled is None or self.remaining() <= 0 or not self.promising(self.bounds[i]):
+                continue
+            sub = replace(ctx, routes=ctx.routes.among([k for k in ctx.buildings if k in holders(scaled.cells)]))
+            if not self.fits(extent(sub)):
+                continue
+            built = time.perf_counter()
+            model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
+            self.built(extent(sub), time.perf_counter() - built)
+            with fixed_cells(model.model, scaled.cells), fixed_decisions(
+                    model.model, sub.options.index(option) if option in sub.options else None,
+                    sub.variants.index(variant) if variant in sub.variants else None, scaled.layers):
+                self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, self.pattern_s(), restricted=(model, sub))
+
     def climb(self) -> None:
-        """Hill-climb from the incumbent: solve the restrictions and patterns of the shapes that scale its shape out
-        (`neighbours`), then those of each better incumbent's shape, while time is left. A plan on a few buildings
-        (the seed's, a restriction's) thus reaches the same pipelines over more buildings early, whatever its
-        shape's place in the bound order."""
+        """Hill-climb from the incumbent: price its scaled-out layouts (`scale_out`; when one wins, solve its shape's
+        restrictions and climb from it), then solve the restrictions and patterns of the shapes that scale its shape
+        out (`neighbours`), then those of each better incumbent's shape, while time is left. A plan on a few
+        buildings (the seed's, a restriction's) thus reaches the same pipelines over more buildings early, whatever
+        its shape's place in the bound order."""
         while self.best is not None and degrees(self.best.ctx.shape) not in self.climbed:
-            self.climbed.add(degrees(self.best.ctx.shape))
-            for i in self.neighbours(self.best.ctx.shape):
+            shape = self.best.ctx.shape
+            self.climbed.add(degrees(shape))
+            self.scale_out()
+            if self.best.ctx.shape != shape:
+                self.try_restriction(self.best.index)  # the scaled plan's shape, its placement free
+                continue
+            for i in self.neighbours(shape):
                 if self.remaining() <= 0:
                     return
                 self.try_restriction(i)

@@ -12,7 +12,7 @@ import pytest
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import HighsModel, model_size, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, model_size, restore, solve_milp
 from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
@@ -100,3 +100,26 @@ def test_a_restriction_prices_only_the_links_its_routes_use(tiny):
     assert alone.price_lines == {} and alone.seconds_per_gb == {}
     assert {i for i, _ in ends.price_lines} == {0, 1}
     assert len(ends.price_lines) == sum(len(link.transports) for link in ctx.routes.links)
+
+
+def test_scaling_out_an_incumbent_reaches_a_plan_over_every_building_that_the_verifier_replays(tiny):
+    # The incumbent is TP8 PP2 DP2 in A (its restriction). Scaling it out prices its DP-out (TP8 PP2 DP4: whole
+    # pipelines in B and C too) and PP-out (TP8 PP4 DP2: stages in blocks over A, B and C) layouts, each with its
+    # cells held: the search keeps the better, a plan on all 64 GPUs that is faster and replays as priced.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    i = next(i for i, c in enumerate(search.candidates) if c.shape.label().startswith("TP8 CP1 EP1 PP2 DP2 "))
+    search.try_restriction(i)
+    before = search.incumbent
+    search.scale_out()
+    best = search.best
+    assert best.ctx.shape.gpus == 64 and search.incumbent < before
+    model = best.model.model
+    restore(model, best.values)
+    assert {k for j in model.J for k in best.ctx.buildings if pyo.value(model.x[j, k]) > 0.5} == {"A", "B", "C"}
+    plan = extract_plan(model, best.ctx, SolveStats(status="optimal", incumbent_s=pyo.value(model.T), bound_s=None,
+                                                    rel_gap=None, wall_s=0.0, shapes_total=1, shapes_solved=1,
+                                                    shapes_pruned=0, **model_size(model)))
+    verification, _ = verify(instance, plan)
+    assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
