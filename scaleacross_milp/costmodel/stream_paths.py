@@ -52,16 +52,44 @@ def stream_paths(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[Stre
     microbatches (tests/costmodel/test_stream_paths.py checks it against the full graph); a path whose growth
     differs between the last two steps (the longest path switched branch) is left out. Interleaved 1F1B does
     not repeat that way; it gets paths only up to INTERLEAVED_OPS rank-microbatches (none beyond)."""
-    if schedule is Schedule.interleaved and p * m > INTERLEAVED_OPS:
+    graphs = _graphs(schedule, p, m)
+    if not graphs:
         return tuple(() for _ in range(p - 1))
-    shorter = m if schedule is Schedule.interleaved else m - 2 * max(0, (m - steady_after(p, schedule)) // 2)
-    found = _longest_paths(build_actions(schedule, p, shorter, v))
-    if shorter < m:
-        runs = [_longest_paths(build_actions(schedule, p, shorter - 2 * k, v)) for k in (1, 2)]
-        found = [[_extend(path, old, (m - shorter) // 2) for path, old, older in zip(now, was, earlier, strict=True)
+    found, *runs = [_graph_paths(schedule, p, n, v) for n in graphs]
+    if runs:
+        found = [[_extend(path, old, (m - graphs[0]) // 2) for path, old, older in zip(now, was, earlier, strict=True)
                   if _growth(path, old) == _growth(old, older)]
                  for now, was, earlier in zip(found, *runs, strict=True)]
     return tuple(tuple(sorted(set(found[b]), key=lambda path: path.crossings)) for b in range(p - 1))
+
+
+_GRAPHS: dict[tuple[Schedule, int, int, int], list[list[StreamPath]]] = {}
+"""`_graph_paths` so far: shapes with the same PP and any microbatch count past `steady_after` share three graphs."""
+OP_S = 12e-6
+"""Seconds per op of a graph run (`_longest_paths`, its transfers and backtracking included) on 2 cores: what
+`pending_s` predicts (p = 32: a ZB-H1 graph of 69 microbatches, 6,624 ops, runs in 0.08-0.11 s)."""
+
+
+def _graph_paths(schedule: Schedule, p: int, m: int, v: int) -> list[list[StreamPath]]:
+    """`_longest_paths` of the schedule's full graph, kept in _GRAPHS."""
+    key = (schedule, p, m, v)
+    if key not in _GRAPHS:
+        _GRAPHS[key] = _longest_paths(build_actions(schedule, p, m, v))
+    return _GRAPHS[key]
+
+
+def _graphs(schedule: Schedule, p: int, m: int) -> list[int]:
+    """The microbatch counts of the graphs `stream_paths` runs (none for a large interleaved schedule)."""
+    if schedule is Schedule.interleaved:
+        return [] if p * m > INTERLEAVED_OPS else [m]
+    shorter = m - 2 * max(0, (m - steady_after(p, schedule)) // 2)
+    return [shorter] if shorter == m else [shorter, shorter - 2, shorter - 4]
+
+
+def pending_s(schedule: Schedule, p: int, m: int, v: int) -> float:
+    """Predicted seconds `stream_paths` still needs for these arguments (0 once its graphs are kept)."""
+    ops = {Schedule.zb_h1: 3, Schedule.zb_v: 6}.get(schedule, 2 * v)
+    return sum(OP_S * ops * p * n for n in _graphs(schedule, p, m) if (schedule, p, n, v) not in _GRAPHS)
 
 
 def steady_after(p: int, schedule: Schedule) -> int:
@@ -92,51 +120,50 @@ def _crossing(actions: ScheduleActions, lower: int) -> int:
 
 
 def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
-    """Run the orders once with finish times as vectors over scenarios (b, X); backtrack each scenario's path."""
-    ranks, last, chunks = actions.ranks, actions.stages - 1, actions.chunks
-    scenarios = (ranks - 1) * len(WEIGHTS)
+    """Run the orders once with finish times as vectors over scenarios (b, X); backtrack each scenario's path
+    (at a node with two predecessors, the later one: the rank's previous op or the data it waited for)."""
+    ranks, weights = actions.ranks, len(WEIGHTS)
+    scenarios = (ranks - 1) * weights
     extra = np.zeros((ranks, scenarios))
     for b in range(ranks - 1):
-        extra[b, b * len(WEIGHTS):(b + 1) * len(WEIGHTS)] = WEIGHTS
+        extra[b, b * weights:(b + 1) * weights] = WEIGHTS
     zero = np.zeros(scenarios)
     finish: list[np.ndarray] = []
     preds: list[tuple[int, int]] = []
-    chose: list[np.ndarray | None] = []
     info: list[tuple[int, str, int]] = []
     """Per node: (rank, kind, crossing); kind "X" for a transfer."""
-
-    def add(start: np.ndarray, late: np.ndarray | None, first: int, second: int, info_: tuple) -> int:
-        if late is None:
-            finish.append(start)
-            chose.append(None)
-        else:
-            later = late > start
-            finish.append(np.where(later, late, start))
-            chose.append(later)
-        preds.append((first, second))
-        info.append(info_)
-        return len(finish) - 1
-
+    orders = [[_step(actions, rank, a) for a in ops] for rank, ops in enumerate(actions.order)]
     arrival: dict[tuple[str, int, int], int] = {}
     channel: dict[tuple[int, int], int] = {}
     position, previous = [0] * ranks, [-1] * ranks
-    left = sum(len(ops) for ops in actions.order)
+    left = sum(len(ops) for ops in orders)
     while left:
         progressed = False
-        for rank in range(ranks):
-            ops = actions.order[rank]
+        for rank, ops in enumerate(orders):
             while position[rank] < len(ops):
-                a = ops[position[rank]]
-                need = (("fwd", a.stage - 1, a.microbatch) if a.kind == "F" and a.stage > 0 else
-                        ("bwd", a.stage + 1, a.microbatch) if a.kind in ("I", "B") and a.stage < last else None)
-                if need is not None and need not in arrival:
+                kind, duration, need, send = ops[position[rank]]
+                waited = arrival.get(need, -2) if need is not None else -1
+                if waited == -2:
                     break
-                clock = finish[previous[rank]] if previous[rank] >= 0 else zero
-                late = finish[arrival[need]] if need is not None else None
-                node = add(clock, late, previous[rank], arrival[need] if need is not None else -1, (rank, a.kind, -1))
-                finish[node] = finish[node] + NOMINAL[a.kind] * (1 + TIE_BREAK * (rank + 1)) / chunks
-                previous[rank] = node
-                _send(actions, rank, a, node, finish, add, arrival, channel, extra)
+                before = previous[rank]
+                start = finish[before] if before >= 0 else zero
+                if waited >= 0:
+                    start = np.maximum(start, finish[waited])
+                finish.append(start + duration)
+                preds.append((before, waited))
+                info.append((rank, kind, -1))
+                node = previous[rank] = len(finish) - 1
+                if send is not None:
+                    key, peer, crossing = send
+                    if peer == rank:
+                        arrival[key] = node
+                    else:
+                        busy = channel.get((rank, peer), -1)
+                        start = finish[node] if busy < 0 else np.maximum(finish[node], finish[busy])
+                        finish.append(start + extra[crossing] if crossing >= 0 else start)
+                        preds.append((node, busy))
+                        info.append((rank, "X", crossing))
+                        channel[rank, peer] = arrival[key] = len(finish) - 1
                 position[rank] += 1
                 left -= 1
                 progressed = True
@@ -146,7 +173,7 @@ def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
     ends = np.stack([finish[n] for n in ops_nodes]).argmax(axis=0)
     found: list[list[StreamPath]] = [[] for _ in range(ranks - 1)]
     for k in range(scenarios):
-        b = k // len(WEIGHTS)
+        b = k // weights
         counts = [[0, 0, 0] for _ in range(ranks)]
         crossings, node = 0, ops_nodes[ends[k]]
         while node >= 0:
@@ -156,30 +183,24 @@ def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
             else:
                 for part in ("I", "W") if kind == "B" else (kind,):
                     counts[rank][KINDS.index(part)] += 1
-            later = chose[node]
-            node = preds[node][1] if later is not None and later[k] else preds[node][0]
+            first, second = preds[node]
+            node = second if second >= 0 and (first < 0 or finish[second][k] > finish[first][k]) else first
         found[b].append(StreamPath(tuple(tuple(c) for c in counts), crossings))
     return found
 
 
-def _send(actions: ScheduleActions, rank: int, a, node: int, finish: list, add, arrival: dict, channel: dict,
-          extra: np.ndarray) -> None:
-    """Add the transfer op `a` (node `node`) sends, after the channel's previous one; record its arrival."""
-    if a.kind == "F" and a.stage < actions.stages - 1:
+def _step(actions: ScheduleActions, rank: int, a) -> tuple[str, float, tuple | None, tuple | None]:
+    """(kind, nominal duration, the message op `a` waits for, (key, peer rank, boundary crossed or -1) of the message
+    it sends) of rank `rank`'s op `a`."""
+    last = actions.stages - 1
+    need = (("fwd", a.stage - 1, a.microbatch) if a.kind == "F" and a.stage > 0 else
+            ("bwd", a.stage + 1, a.microbatch) if a.kind in ("I", "B") and a.stage < last else None)
+    duration = NOMINAL[a.kind] * (1 + TIE_BREAK * (rank + 1)) / actions.chunks
+    if a.kind == "F" and a.stage < last:
         key, lower = ("fwd", a.stage, a.microbatch), a.stage
     elif a.kind in ("I", "B") and a.stage > 0:
         key, lower = ("bwd", a.stage, a.microbatch), a.stage - 1
     else:
-        return
+        return a.kind, duration, need, None
     peer = actions.rank_of[lower + 1 if lower == a.stage else lower]
-    if peer == rank:
-        arrival[key] = node
-        return
-    crossing = _crossing(actions, lower)
-    busy = channel.get((rank, peer))
-    xfer = add(finish[node], finish[busy] if busy is not None else None, node, busy if busy is not None else -1,
-               (rank, "X", crossing))
-    if crossing >= 0:
-        finish[xfer] = finish[xfer] + extra[crossing]
-    channel[rank, peer] = xfer
-    arrival[key] = xfer
+    return a.kind, duration, need, (key, peer, _crossing(actions, lower))

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from scaleacross_milp.costmodel.price import held_usd_per_s, iteration_cost, priced
+from scaleacross_milp.costmodel.stream_paths import pending_s, stream_paths
 from scaleacross_milp.milp.bounds import first_stage_lower_bound_s, held_rate_floor_usd_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
@@ -33,7 +34,7 @@ from scaleacross_milp.milp.shapes import per_requested
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
-from scaleacross_milp.spec.search import Objective
+from scaleacross_milp.spec.search import Objective, Schedule
 
 PATTERN_NODES = 200
 """Branch-and-bound nodes of one pattern or restriction solve: with the placement fixed the MILP is small and most
@@ -143,15 +144,25 @@ def degrees(shape: Shape) -> tuple[int, int, int, int, int, int]:
 
 BUILD_OVERHEAD_S = 0.3
 BUILD_S_PER_EXTENT = 0.9e-3
-"""The prior of a model's build and translation time, a + b `extent` (`build_prior_s`), on 2 cores: restrictions of
-generated instances of 3, 8, 9 and 14 buildings (extent 54, 128, 1,620, 4,704) build in 0.26, 0.50, 1.03 and 4.14 s,
-against 0.35, 0.42, 1.76 and 4.53 s predicted; the search scales it by the pace of its own builds
-(`ShapeSearch.fits`)."""
+BUILD_S_PER_STAGE_PAIR = 0.5e-3
+"""The prior of a model's build and translation time, a + b `extent` + c p^2 (`build_prior_s`), on 2 cores:
+restrictions of generated instances of 3, 8, 9 and 14 buildings (extent 54, 128, 1,620, 4,704) build in 0.26, 0.50,
+1.03 and 4.14 s, against 0.37, 0.42, 1.96 and 4.82 s predicted; rows per stage pair (interleaved round trips,
+gather waits) make deep pipelines cost more than their extent says: the 131k-GPU Llama 3 405B instance's PP32 model
+over two buildings builds in 1.02 s (0.93 s predicted), PP16 over 2 and 4 in 0.54 and 0.81 s (0.49 and 0.66 s). The
+search scales it by the pace of its own builds over two buildings or more (`ShapeSearch.fits`)."""
 
 
-def build_prior_s(size: int) -> float:
-    """BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT x `size` (an `extent`)."""
-    return BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT * size
+def stream_work(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int]]:
+    """The `stream_paths` arguments ctx's model needs: one per schedule option, none in one building (no row)."""
+    if len(ctx.buildings) < 2:
+        return []
+    return [(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks) for option in ctx.options]
+
+
+def build_prior_s(ctx: ShapeContext) -> float:
+    """BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT x `extent` + BUILD_S_PER_STAGE_PAIR x p^2 of ctx's model."""
+    return BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT * extent(ctx) + BUILD_S_PER_STAGE_PAIR * ctx.shape.pp ** 2
 
 
 def span(instance: Instance, shape: Shape) -> int:
@@ -330,32 +341,44 @@ class ShapeSearch:
     def affordable(self, i: int) -> bool:
         """Whether shape i's model can still be built and translated before the limit (`fits`). A build cannot be
         interrupted, so this is what keeps the wall time within the limit once a plan is in hand."""
-        return i in self.models or self.fits(extent(self.ctx(i)))
+        return i in self.models or self.fits(self.ctx(i))
 
-    def fits(self, size: int) -> bool:
-        """Whether a model of `extent` `size` can be built and translated in the time left (`build_s_predicted`);
-        always while there is no plan."""
-        return math.isinf(self.incumbent) or self.build_s_predicted(size) <= self.remaining()
+    def fits(self, ctx: ShapeContext) -> bool:
+        """Whether ctx's model can be built and translated in the time left (`build_s_predicted`); always while
+        there is no plan."""
+        return math.isinf(self.incumbent) or self.build_s_predicted(ctx) <= self.remaining()
 
-    def build_s_predicted(self, size: int) -> float:
-        """Seconds to build and translate a model of `extent` `size`: `build_prior_s` times the pace of the builds
-        so far against it (1 before any)."""
+    def build_s_predicted(self, ctx: ShapeContext) -> float:
+        """Seconds to build and translate ctx's model: `build_prior_s` times the pace of the builds so far against
+        it (1 before any), plus what its stream paths still need (`stream_paths.pending_s`)."""
         pace = self.model_build_s / self.model_prior_s if self.model_prior_s else 1.0
-        return pace * build_prior_s(size)
+        return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_work(ctx))
 
-    def built(self, size: int, seconds: float) -> None:
-        """Count a model of `extent` `size` built in `seconds`."""
+    def build(self, i: int, ctx: ShapeContext) -> HighsModel:
+        """Shape i's model over ctx's buildings, translated to HiGHS; its stream paths are run first and timed
+        apart (they are kept for every later shape of the same pipeline), so that the pace learns builds alone."""
+        paths = time.perf_counter()
+        for args in stream_work(ctx):
+            stream_paths(*args)
+        built = time.perf_counter()
+        self.build_s += built - paths
+        model = HighsModel(build_model(ctx, self.floor_s(i) / per_requested(ctx)))
+        self.built(ctx, time.perf_counter() - built)
+        return model
+
+    def built(self, ctx: ShapeContext, seconds: float) -> None:
+        """Count ctx's model built in `seconds`; the pace learns from models over two buildings or more only (one
+        building's model has no cross-building rows and builds several times faster than its prior)."""
         self.build_s += seconds
-        self.model_build_s += seconds
-        self.model_prior_s += build_prior_s(size)
+        if len(ctx.buildings) > 1:
+            self.model_build_s += seconds
+            self.model_prior_s += build_prior_s(ctx)
 
     def model(self, i: int) -> HighsModel:
         """Shape i's MILP, built and translated to HiGHS once, dropped after its full solve (`best` keeps the
         incumbent's)."""
         if i not in self.models:
-            built = time.perf_counter()
-            self.models[i] = HighsModel(build_model(self.ctx(i), self.floor_s(i) / per_requested(self.ctx(i))))
-            self.built(extent(self.ctx(i)), time.perf_counter() - built)
+            self.models[i] = self.build(i, self.ctx(i))
         return self.models[i]
 
     def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None,
@@ -395,11 +418,9 @@ class ShapeSearch:
         ctx = self.ctx(i)
         for restriction in restrictions(ctx):
             sub = replace(ctx, routes=ctx.routes.among(restriction.buildings))
-            if time_limit_s is None and not self.fits(extent(sub)):
+            if time_limit_s is None and not self.fits(sub):
                 return
-            built = time.perf_counter()
-            model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
-            self.built(extent(sub), time.perf_counter() - built)
+            model = self.build(i, sub)
             for cells in [*restriction.patterns, None]:
                 if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                     return  # out of time; in the rescue, a plan is all it needs
@@ -454,11 +475,11 @@ class ShapeSearch:
             if scaled is None or self.remaining() <= 0 or not self.promising(self.bounds[i]):
                 continue
             sub = replace(ctx, routes=ctx.routes.among([k for k in ctx.buildings if k in holders(scaled.cells)]))
-            if not self.fits(extent(sub)):
+            if not self.fits(sub):
                 continue
-            built = time.perf_counter()
-            model = HighsModel(build_model(sub, self.floor_s(i) / per_requested(sub)))
-            self.built(extent(sub), time.perf_counter() - built)
+            model = self.build(i, sub)
+            if self.remaining() <= 0:
+                return
             with fixed_cells(model.model, scaled.cells), fixed_decisions(
                     model.model, sub.options.index(option) if option in sub.options else None,
                     sub.variants.index(variant) if variant in sub.variants else None, scaled.layers):
@@ -523,7 +544,7 @@ class ShapeSearch:
                     if self.stopped_early is None:
                         self.stopped_early = (f"stopped at {self.elapsed():.1f} s: the next shape's model "
                                               f"({self.ctx(i).shape.label()}) would take "
-                                              f"{self.build_s_predicted(extent(self.ctx(i))):.1f} s to build, more "
+                                              f"{self.build_s_predicted(self.ctx(i)):.1f} s to build, more "
                                               f"than the {max(self.remaining(), 0.0):.1f} s left")
                     continue
                 if i not in self.patterns_tried:

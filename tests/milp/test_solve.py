@@ -233,7 +233,7 @@ def test_a_model_is_built_only_when_its_predicted_build_fits_the_time_left(tiny)
     assert search.affordable(i)  # no plan yet
     search.best = SimpleNamespace(objective=1.0, index=i, model=SimpleNamespace(shortest_run_s=0.0))
     assert not search.affordable(i)  # builds so far ran a million times slower than the prior
-    pace = search.remaining() * 1.1 / build_prior_s(size)  # the build would take 10 % longer than what is left
+    pace = search.remaining() * 1.1 / build_prior_s(search.ctx(i))  # the build would take 10 % longer than is left
     search.model_build_s, search.model_prior_s = pace, 1.0
     assert not search.affordable(i)
     search.model_build_s = pace / 2.2
@@ -287,7 +287,7 @@ def test_a_search_stopped_by_a_model_too_slow_to_build_says_so(small_instance, m
     # stats say when it stopped and which model would not fit; the report prints it beside the status.
     instance = small_instance(HALL_AND_FAR_COLO["buildings"], HALL_AND_FAR_COLO["links"], gpus=0, batch=96,
                               search_defaults={"time_limit_s": 60, "rel_gap": 1e-6, "threads": 1})
-    monkeypatch.setattr("scaleacross_milp.milp.solve.build_prior_s", lambda size: 1e6)  # no model fits any more
+    monkeypatch.setattr("scaleacross_milp.milp.solve.build_prior_s", lambda ctx: 1e6)  # no model fits any more
     plan = solve_instance(instance)
     stats = plan.solve
     assert stats.status == "time limit" and stats.rel_gap > 1e-6 and stats.wall_s < 30

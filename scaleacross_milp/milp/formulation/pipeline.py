@@ -65,6 +65,7 @@ warm-up and cool-down sends (generated small seed 13, Mixtral over a 100 Gb/s, 5
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pyomo.environ as pyo
 
@@ -146,7 +147,8 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
 
 
 def interleaved_round_trips(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, wrap: int | None, big: float) -> list:
-    """Rows interleaved_round_trip of interleaved option o (module docstring), off unless u[o] = 1."""
+    """Rows interleaved_round_trip of interleaved option o (module docstring), off unless u[o] = 1; each row's
+    terms are gathered per rank and per boundary first (p v virtual stages fold onto p ranks)."""
     p, v = ctx.shape.pp, ctx.options[o].chunks
     layer = ctx.gpu(ctx.buildings[0]).layer
     phi, beta = layer.forward_s / layer.total_s, 1 - layer.forward_s / layer.total_s
@@ -161,8 +163,19 @@ def interleaved_round_trips(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, wra
         warmup = 2 * (p - j - 1) + (v - 1) * p
         for c in range(v):
             forward, backward = range(c * p + j, p * v), range((v - 1 - c) * p + j, p * v)
-            need = (sum(phi * m.Cst[s % p] for s in forward) + sum(beta * m.Cst[s % p] for s in backward[1:])) / v + (
-                sum(hop(s) for s in forward[:-1]) + sum(hop(s) for s in backward[:-1]))
+            stages: Counter[int] = Counter()
+            hops: Counter[int] = Counter()
+            for s in forward:
+                stages[s % p] += phi / v
+            for s in backward[1:]:
+                stages[s % p] += beta / v
+            for s in (*forward[:-1], *backward[:-1]):
+                hops[s] += 1
+            folded: Counter[int] = Counter()
+            for s, count in hops.items():
+                folded[s % p] += count
+            need = sum(coef * m.Cst[i] for i, coef in stages.items()) + sum(
+                count * hop(i) for i, count in folded.items())
             rows.append(warmup / v * m.cycle + phi * m.Cst[j] / v >= need - big * (1 - m.u[o]))
     return rows
 
@@ -219,7 +232,10 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
 
 def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], big: float) -> list:
     """Rows stream_path (module docstring): per option o, boundary b and path of `costmodel.stream_paths`,
-    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b]), off unless u[o] = 1."""
+    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b]), off unless u[o] = 1. None
+    in one building: no send crosses, and the paths of ops alone are no longer than the makespan rows."""
+    if len(ctx.buildings) < 2:
+        return []
     layer = ctx.gpu(ctx.buildings[0]).layer
     share = [t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s)]
     options = list(m.O)
