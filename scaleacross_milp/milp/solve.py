@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 
 from scaleacross_milp.costmodel.price import held_usd_per_s, iteration_cost, priced
 from scaleacross_milp.costmodel.stream_paths import pending_s, stream_paths
-from scaleacross_milp.milp.bounds import first_stage_lower_bound_s, held_rate_floor_usd_s
+from scaleacross_milp.milp.bounds import cycle_floor_s, first_stage_lower_bound_s, held_rate_floor_usd_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
-from scaleacross_milp.milp.formulation.build import build_model, held_layout
+from scaleacross_milp.milp.formulation.build import Floors, build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, holders, pattern_cells, restrictions, spans_all
@@ -362,7 +362,11 @@ class ShapeSearch:
             stream_paths(*args)
         built = time.perf_counter()
         self.build_s += built - paths
-        model = HighsModel(build_model(ctx, self.floor_s(i) / per_requested(ctx)))
+        instance = self.screening.instance
+        floors = Floors(self.floor_s(i) / per_requested(ctx), cycle_floor_s(ctx),
+                        held_rate_floor_usd_s(instance, ctx.shape, ctx.buildings) if priced_rows_needed(
+                            instance.search) else 0.0)
+        model = HighsModel(build_model(ctx, floors))
         self.built(ctx, time.perf_counter() - built)
         return model
 

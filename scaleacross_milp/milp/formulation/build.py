@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pyomo.environ as pyo
 
@@ -45,20 +46,31 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline}
 
 
-def build_model(ctx: ShapeContext, floor_s: float = 0.0) -> pyo.ConcreteModel:
-    """The shape's MILP, minimising T or the iteration's cost (`cost.add_objective`, search.objective); `floor_s` a
-    valid lower bound on its iteration time T (module docstring)."""
+@dataclass(frozen=True)
+class Floors:
+    """Lower bounds the caller has proven for the shape (`milp.bounds`; 0: none), entered as rows that only tighten
+    the relaxation: T >= time_s (shape_floor), cycle >= cycle_s (cycle_floor) and, under the cost objective,
+    sum_k held[k] >= held_rate_usd_s T (held_floor)."""
+
+    time_s: float = 0.0
+    cycle_s: float = 0.0
+    held_rate_usd_s: float = 0.0
+
+
+def build_model(ctx: ShapeContext, floors: Floors = Floors()) -> pyo.ConcreteModel:
+    """The shape's MILP, minimising T or the iteration's cost (`cost.add_objective`, search.objective), with the
+    caller's `floors` (module docstring)."""
     bounds = big_m_bounds(ctx)
     m = pyo.ConcreteModel(name=ctx.shape.label())
     add_placement(m, ctx)
     add_choices(m, ctx)
-    add_pipeline(m, ctx, bounds)
+    add_pipeline(m, ctx, bounds, floors.cycle_s)
     m.cycle.setub(bounds["cycle"])
     add_traffic(m, ctx, bounds)
     add_memory(m, ctx)
     add_iteration(m, ctx)
-    add_objective(m, ctx, bounds)
-    m.shape_floor = pyo.Constraint(expr=floor_s <= m.T)
+    add_objective(m, ctx, bounds, floors.held_rate_usd_s)
+    m.shape_floor = pyo.Constraint(expr=floors.time_s <= m.T)
     return m
 
 

@@ -6,8 +6,9 @@ ceiling Tmax on the iteration time (`time_ceiling_s`; T <= Tmax is a row, valid 
 its rows allow):
     used[k]     >= y[j,k]                                 for every stage j            (used_def)
     held[k]     >= r_k (T - Tmax (1 - used[k])),  held >= 0                          (held_cost)
-    sum_k held[k] >= R T                                  R = `bounds.held_rate_floor_usd_s`: the cheapest rate
-                                                          of any set of buildings holding the p D cells (held_floor)
+    sum_k held[k] >= R T                                  R: the caller's floor (`build.Floors`, the cheapest rate
+                                                          of any set of buildings holding the p D cells,
+                                                          `bounds.held_rate_floor_usd_s`) (held_floor)
     T           <= Tmax                                                                (time_ceiling)
 Egress: the GB the plan sends over link l per iteration, both directions, from the traffic rows' loads (`traffic`: pp
 per microbatch, dp per iteration), priced at e_l $/GB:
@@ -24,7 +25,6 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.price import held_usd_per_s
-from scaleacross_milp.milp.bounds import held_rate_floor_usd_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.spec.search import Objective, SearchOptions
 
@@ -68,7 +68,7 @@ def time_ceiling_s(ctx: ShapeContext, bounds: dict[str, float]) -> float:
     return CEILING_MARGIN * (pipeline + dpi + 2 * (dp + 2 * latency) + step + bounds["busy"])
 
 
-def add_cost(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+def add_cost(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float], held_rate_usd_s: float) -> None:
     """Vars used, held, Expression cost and the rows used_def, held_cost, held_floor, time_ceiling, cost_budget,
     throughput (module docstring)."""
     instance, search = ctx.instance, ctx.instance.search
@@ -83,8 +83,7 @@ def add_cost(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) 
     m.used_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.used[k] >= m.y[j, k])
     m.held = pyo.Var(m.K, domain=pyo.NonNegativeReals)
     m.held_cost = pyo.Constraint(m.K, rule=lambda m, k: m.held[k] >= rate[k] * (m.T - ceiling * (1 - m.used[k])))
-    m.held_floor = pyo.Constraint(expr=sum(m.held[k] for k in m.K)
-                                  >= held_rate_floor_usd_s(instance, ctx.shape, ctx.buildings) * m.T)
+    m.held_floor = pyo.Constraint(expr=sum(m.held[k] for k in m.K) >= held_rate_usd_s * m.T)
     links, mb = ctx.routes.links, ctx.shape.microbatches
     m.cost = pyo.Expression(expr=sum(m.held[k] for k in m.K) + sum(
         link.egress_usd_per_gb * (mb * m.pp[i, d] + m.dp[i, d])
@@ -93,10 +92,10 @@ def add_cost(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) 
         m.cost_budget = pyo.Constraint(expr=m.cost <= search.max_cost_per_iteration)
 
 
-def add_objective(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+def add_objective(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float], held_rate_usd_s: float) -> None:
     """The cost rows when the search needs them (`priced_rows_needed`), and the objective: minimise T or cost."""
     if priced_rows_needed(ctx.instance.search):
-        add_cost(m, ctx, bounds)
+        add_cost(m, ctx, bounds, held_rate_usd_s)
     cost = ctx.instance.search.objective is Objective.cost
     m.objective = pyo.Objective(expr=m.cost if cost else m.T, sense=pyo.minimize)
 

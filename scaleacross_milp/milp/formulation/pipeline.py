@@ -6,7 +6,7 @@ intra-building sends rank j makes, the embedding on stage 0 and the LM head on t
 `ShapeContext.stage_fixed_s`; `chosen.chosen_value`).
     Cst[j]  >= C[j,k] - M (1 - y[j,k])                        slowest copy of stage j
     cycle   >= Cst[j]                                         steady-state time per microbatch
-    cycle   >= c0                                             the capacity-aware floor of `bounds.cycle_floor_s`
+    cycle   >= c0                                             the caller's floor (`build.Floors`: bounds.cycle_floor_s)
     lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
 For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap), m
 cycles plus the fill and drain: beta_o times the other stages' time, never negative (a link- or latency-bound
@@ -70,7 +70,6 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.stream_paths import stream_paths
-from scaleacross_milp.milp.bounds import cycle_floor_s
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import chosen_value
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
@@ -80,7 +79,8 @@ from scaleacross_milp.spec.search import Schedule
 GB = 1e9
 
 
-def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float], cycle_floor_s: float) -> None:
+    """Vars Cst, cycle, lat, Tpipe and the pipeline rows (module docstring); `cycle_floor_s` is c0."""
     p, mb, layers, ks = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers, ctx.buildings
     wrap = p - 1 if (p - 1) in m.B else None
     regular = [b for b in m.B if b != wrap]
@@ -107,7 +107,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
 
         m.stage_floor = pyo.Constraint(m.J, rule=floor_rule)
     m.cycle_bound = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j])
-    m.cycle_floor = pyo.Constraint(expr=m.cycle >= cycle_floor_s(ctx))
+    m.cycle_floor = pyo.Constraint(expr=m.cycle >= cycle_floor_s)
     lam = ctx.routes.latency_s
     m.crossing_latency = pyo.Constraint(
         m.cross_arcs, rule=lambda m, b, k, k2: m.lat[b] >= lam[k, k2] * m.h[b, k, k2]
