@@ -48,3 +48,15 @@ def test_every_package_imports_only_the_packages_below_it():
 def test_every_package_is_placed_in_the_flow():
     packages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
     assert packages == set(BELOW), "place every package in BELOW"
+
+
+def test_the_formulation_reads_no_bound():
+    # The MILP's rows and the search's bounds share the shape context; the bounds the search proves enter a model
+    # through build.Floors, so formulation/ never imports milp.bounds (nor the search above it).
+    reach = []
+    for path in sorted((PACKAGE / "milp" / "formulation").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in ("scaleacross_milp.milp.bounds",
+                                                                    "scaleacross_milp.milp.solve"):
+                reach.append(f"{path.relative_to(PACKAGE)} imports {node.module}")
+    assert not reach, "\n".join(reach)
