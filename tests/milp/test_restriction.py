@@ -54,19 +54,31 @@ def test_restricted_optimum_equals_the_full_model_s_with_the_other_buildings_emp
     assert restricted.incumbent == pytest.approx(held.incumbent, rel=1e-6)
 
 
+def searched_from_a_restriction(instance) -> ShapeSearch:
+    """A search over `instance` whose incumbent is TP8 PP2 DP2's restriction (A alone)."""
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    search.try_restriction(next(i for i, c in enumerate(search.candidates)
+                                if c.shape.label().startswith("TP8 CP1 EP1 PP2 DP2 ")))
+    return search
+
+
+def incumbent_plan(search: ShapeSearch):
+    """The search's incumbent as a plan (its values loaded back into its model)."""
+    model = search.best.model.model
+    restore(model, search.best.values)
+    return extract_plan(model, search.best.ctx, SolveStats(status="optimal", incumbent_s=pyo.value(model.T),
+                                                          bound_s=None, rel_gap=None, wall_s=0.0, shapes_total=1,
+                                                          shapes_solved=1, shapes_pruned=0, **model_size(model)))
+
+
 def test_the_search_takes_a_restriction_s_optimum_as_a_plan_the_verifier_replays(tiny):
     # The search keeps the restricted model's incumbent with its own context: the plan it extracts holds every stage
     # in A, and the verifier (on the whole instance) replays it at the MILP's time within its tolerance.
     instance = tiny(buildings=HALLS, links=LINKS)
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
-    i = next(i for i, c in enumerate(search.candidates) if c.shape.label().startswith("TP8 CP1 EP1 PP2 DP2 "))
-    search.try_restriction(i)
+    search = searched_from_a_restriction(instance)
     assert search.best is not None and search.best.ctx.buildings == ["A"]
-    model = search.best.model.model
-    plan = extract_plan(model, search.best.ctx, SolveStats(status="optimal", incumbent_s=pyo.value(model.T),
-                                                          bound_s=None, rel_gap=None, wall_s=0.0, shapes_total=1,
-                                                          shapes_solved=1, shapes_pruned=0, **model_size(model)))
+    plan = incumbent_plan(search)
     assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A"}
     verification, _ = verify(instance, plan)
     assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
@@ -107,19 +119,11 @@ def test_scaling_out_an_incumbent_reaches_a_plan_over_every_building_that_the_ve
     # pipelines in B and C too) and PP-out (TP8 PP4 DP2: stages in blocks over A, B and C) layouts, each with its
     # cells held: the search keeps the better, a plan on all 64 GPUs that is faster and replays as priced.
     instance = tiny(buildings=HALLS, links=LINKS)
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
-    i = next(i for i, c in enumerate(search.candidates) if c.shape.label().startswith("TP8 CP1 EP1 PP2 DP2 "))
-    search.try_restriction(i)
+    search = searched_from_a_restriction(instance)
     before = search.incumbent
     search.scale_out()
-    best = search.best
-    assert best.ctx.shape.gpus == 64 and search.incumbent < before
-    model = best.model.model
-    restore(model, best.values)
-    assert {k for j in model.J for k in best.ctx.buildings if pyo.value(model.x[j, k]) > 0.5} == {"A", "B", "C"}
-    plan = extract_plan(model, best.ctx, SolveStats(status="optimal", incumbent_s=pyo.value(model.T), bound_s=None,
-                                                    rel_gap=None, wall_s=0.0, shapes_total=1, shapes_solved=1,
-                                                    shapes_pruned=0, **model_size(model)))
+    assert search.best.ctx.shape.gpus == 64 and search.incumbent < before
+    plan = incumbent_plan(search)
+    assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A", "B", "C"}
     verification, _ = verify(instance, plan)
     assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
