@@ -47,7 +47,7 @@ class StreamPath:
 @lru_cache(maxsize=256)
 def stream_paths(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[StreamPath, ...], ...]:
     """Per boundary b (between ranks b and b + 1), the distinct longest paths for the weights of WEIGHTS of
-    `schedule` with p ranks, m microbatches and v chunks. Beyond STEADY_AFTER(p) microbatches the paths are those of
+    `schedule` with p ranks, m microbatches and v chunks. Beyond `steady_after`(p) microbatches the paths are those of
     fewer microbatches with their steady state repeated: the counts grow by the same amount every two
     microbatches (tests/costmodel/test_stream_paths.py checks it against the full graph); a path whose growth
     differs between the last two steps (the longest path switched branch) is left out. Interleaved 1F1B does
@@ -82,7 +82,7 @@ def _graphs(schedule: Schedule, p: int, m: int) -> list[int]:
     """The microbatch counts of the graphs `stream_paths` runs (none for a large interleaved schedule)."""
     if schedule is Schedule.interleaved:
         return [] if p * m > INTERLEAVED_OPS else [m]
-    shorter = m - 2 * max(0, (m - steady_after(p, schedule)) // 2)
+    shorter = m - 2 * max(0, (m - steady_after(p)) // 2)
     return [shorter] if shorter == m else [shorter, shorter - 2, shorter - 4]
 
 
@@ -92,8 +92,10 @@ def pending_s(schedule: Schedule, p: int, m: int, v: int) -> float:
     return sum(OP_S * ops * p * n for n in _graphs(schedule, p, m) if (schedule, p, n, v) not in _GRAPHS)
 
 
-def steady_after(p: int, schedule: Schedule) -> int:
-    """Microbatches past which a schedule on p ranks is in its steady state at every rank."""
+def steady_after(p: int) -> int:
+    """Microbatches past which a schedule on p ranks repeats its longest paths every two microbatches (checked against
+    the full graph for every schedule but interleaved's at p of 2 to 16; `tests/costmodel/test_stream_paths.py`
+    keeps p 3 and 5)."""
     return 2 * p + 4
 
 

@@ -50,7 +50,7 @@ def test_the_steady_state_repeated_is_the_full_graph_s_longest_path(schedule, p)
     # Past steady_after(p) microbatches the paths come from fewer microbatches with their steady state repeated; for
     # every boundary and weight, the longest repeated path is as long as the full graph's.
     v = 2 if schedule is Schedule.zb_v else 1
-    for m in range(paths.steady_after(p, schedule) + 1, paths.steady_after(p, schedule) + 6):
+    for m in range(paths.steady_after(p) + 1, paths.steady_after(p) + 6):
         repeated = paths.stream_paths(schedule, p, m, v)
         full = paths._longest_paths(build_actions(schedule, p, m, v))
         for b in range(p - 1):
