@@ -23,6 +23,7 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import Floors, build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
+from scaleacross_milp.milp.formulation.pipeline import stream_path_arguments
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, holders, pattern_cells, restrictions, spans_all
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
@@ -34,7 +35,7 @@ from scaleacross_milp.milp.shapes import per_requested
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
-from scaleacross_milp.spec.search import Objective, Schedule
+from scaleacross_milp.spec.search import Objective
 
 PATTERN_NODES = 200
 """Branch-and-bound nodes of one pattern or restriction solve: with the placement fixed the MILP is small and most
@@ -151,13 +152,6 @@ restrictions of generated instances of 3, 8, 9 and 14 buildings (extent 54, 128,
 gather waits) make deep pipelines cost more than their extent says: the 131k-GPU Llama 3 405B instance's PP32 model
 over two buildings builds in 1.02 s (0.93 s predicted), PP16 over 2 and 4 in 0.54 and 0.81 s (0.49 and 0.66 s). The
 search scales it by the pace of its own builds over two buildings or more (`ShapeSearch.fits`)."""
-
-
-def stream_work(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int]]:
-    """The `stream_paths` arguments ctx's model needs: one per schedule option, none in one building (no row)."""
-    if len(ctx.buildings) < 2:
-        return []
-    return [(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks) for option in ctx.options]
 
 
 def build_prior_s(ctx: ShapeContext) -> float:
@@ -352,13 +346,13 @@ class ShapeSearch:
         """Seconds to build and translate ctx's model: `build_prior_s` times the pace of the builds so far against
         it (1 before any), plus what its stream paths still need (`stream_paths.pending_s`)."""
         pace = self.model_build_s / self.model_prior_s if self.model_prior_s else 1.0
-        return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_work(ctx))
+        return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_path_arguments(ctx))
 
     def build(self, i: int, ctx: ShapeContext) -> HighsModel:
         """Shape i's model over ctx's buildings, translated to HiGHS; its stream paths are run first and timed
         apart (they are kept for every later shape of the same pipeline), so that the pace learns builds alone."""
         paths = time.perf_counter()
-        for args in stream_work(ctx):
+        for args in stream_path_arguments(ctx):
             stream_paths(*args)
         built = time.perf_counter()
         self.build_s += built - paths

@@ -230,23 +230,27 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
     add_rows(m, "stream_path", stream_path_rows(m, ctx, regular, 2 * big))
 
 
-def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], big: float) -> list:
-    """Rows stream_path (module docstring): per option o, boundary b and path of `costmodel.stream_paths`,
-    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b]), off unless u[o] = 1. None
-    in one building: no send crosses, and the paths of ops alone are no longer than the makespan rows."""
+def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int]]:
+    """The `costmodel.stream_paths` arguments of ctx's stream_path rows, one per schedule option; none in one
+    building: no send crosses, and the paths of ops alone are no longer than the makespan rows."""
     if len(ctx.buildings) < 2:
         return []
+    return [(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks) for option in ctx.options]
+
+
+def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], big: float) -> list:
+    """Rows stream_path (module docstring): per option o, boundary b and path of `costmodel.stream_paths`,
+    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b]), off unless u[o] = 1."""
     layer = ctx.gpu(ctx.buildings[0]).layer
     share = [t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s)]
     options = list(m.O)
     rows = []
-    for o in options:
-        option = ctx.options[o]
-        paths = stream_paths(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks)
+    for o, arguments in enumerate(stream_path_arguments(ctx)):
+        paths, chunks = stream_paths(*arguments), ctx.options[o].chunks
         off = 0 if len(options) == 1 else big * (1 - m.u[o])
         for b in regular:
             for path in paths[b]:
-                compute = sum(sum(n * f for n, f in zip(ops, share, strict=True)) / option.chunks * m.Cst[j]
+                compute = sum(sum(n * f for n, f in zip(ops, share, strict=True)) / chunks * m.Cst[j]
                               for j, ops in enumerate(path.ops) if any(ops))
                 rows.append(m.Tpipe >= compute + path.crossings * (m.lat[b] + m.tx[b]) - off)
     return rows
