@@ -437,15 +437,19 @@ class ShapeSearch:
                 with fixed_cells(self.model(i).model, cells):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s())
 
+    def scaling_out(self, shape: Shape) -> list[int]:
+        """Open, promising candidates with the same TP, CP, EP and micro-batch as `shape` over more GPUs, in queue
+        order (`key`)."""
+        return sorted((i for i, candidate in enumerate(self.candidates)
+                       if degrees(candidate.shape)[:4] == degrees(shape)[:4] and candidate.shape.gpus > shape.gpus
+                       and i not in self.closed and self.promising(self.bounds[i])), key=self.key)
+
     def neighbours(self, shape: Shape) -> list[int]:
         """Open, promising candidates whose restrictions were not tried and that scale `shape` out: the same TP, CP,
         EP and micro-batch over more GPUs. In queue order (`key`), the NEIGHBOURS first of those with the same PP
         (more pipelines, as DP-out adds them), of those with the same DP (deeper pipelines, as PP-out builds them)
         and of all of them, once each."""
-        grown = sorted((i for i, candidate in enumerate(self.candidates)
-                        if degrees(candidate.shape)[:4] == degrees(shape)[:4] and candidate.shape.gpus > shape.gpus
-                        and i not in self.closed and i not in self.restrictions_tried
-                        and self.promising(self.bounds[i])), key=self.key)
+        grown = [i for i in self.scaling_out(shape) if i not in self.restrictions_tried]
         wider = [i for i in grown if self.candidates[i].shape.pp == shape.pp]
         deeper = [i for i in grown if self.candidates[i].shape.dp == shape.dp]
         return list(dict.fromkeys(wider[:NEIGHBOURS] + deeper[:NEIGHBOURS] + grown[:NEIGHBOURS]))
@@ -462,9 +466,7 @@ class ShapeSearch:
         variant = best.ctx.variants[next(v for v in m.V if m.w[v].value > 0.5)]
         layers = [round(m.n[j].value) for j in m.J]
         shape = best.ctx.shape
-        grown = sorted((i for i, candidate in enumerate(self.candidates)
-                        if degrees(candidate.shape)[:4] == degrees(shape)[:4] and candidate.shape.gpus > shape.gpus
-                        and i not in self.closed and self.promising(self.bounds[i])), key=self.key)
+        grown = self.scaling_out(shape)
         wider = [(i, lambda ctx: dp_out(ctx, layers)) for i in grown if self.candidates[i].shape.pp == shape.pp]
         deeper = [(i, pp_out) for i in grown if self.candidates[i].shape.dp == shape.dp]
         for i, make in wider[:SCALED_PER_KIND] + deeper[:SCALED_PER_KIND]:
