@@ -254,15 +254,17 @@ def restore(model: pyo.ConcreteModel, values: list[float | None]) -> None:
         var.set_value(value, skip_validation=True)
 
 
-def _solve_lp(highs: HighsModel, threads: int | None) -> bool:
-    """Solve the model (its integers fixed) as an LP and load the solution; False when HiGHS finds no solution."""
-    if highs.run(threads=threads, options={}).objective is None:
+def _solve_lp(highs: HighsModel, threads: int | None, deadline: float) -> bool:
+    """Solve the model (its integers fixed) as an LP by `deadline` (perf_counter seconds) and load the solution;
+    False when HiGHS does not solve it to optimality in time."""
+    run = highs.run(threads=threads, options={"time_limit": max(deadline - time.perf_counter(), 0.01)})
+    if run.status is not MILPStatus.optimal or run.objective is None:
         return False
     highs.load()
     return True
 
 
-def polish(highs: HighsModel, objective: NumericValue, threads: int | None) -> float:
+def polish(highs: HighsModel, objective: NumericValue, threads: int | None, time_limit_s: float = math.inf) -> float:
     """Make the loaded solution exact and slack-free; returns its exact objective.
 
     With every integer variable fixed at its rounded value, (1) re-solve the LP: a MILP incumbent may use the
@@ -270,7 +272,9 @@ def polish(highs: HighsModel, objective: NumericValue, threads: int | None) -> f
     little higher; (2) hold the objective there (one row added to HiGHS) and minimise the sum of the continuous
     variables. They are all epigraph variables (lower-bounded times and loads), so each ends at the smallest value
     its rows allow and the plan's breakdown reads what binds, not slack. A step HiGHS declares infeasible (a point
-    that only held within the tolerances) is skipped: the values of the step before stay loaded."""
+    that only held within the tolerances), or does not finish within `time_limit_s` of the call, is skipped: the
+    values of the step before stay loaded."""
+    deadline = time.perf_counter() + time_limit_s
     model, solver = highs.model, highs.highs
     discrete = [v for v in highs.columns if v.is_integer() and not v.fixed]
     continuous = [i for i, v in enumerate(highs.columns) if not v.is_integer() and not v.fixed]
@@ -280,7 +284,7 @@ def polish(highs: HighsModel, objective: NumericValue, threads: int | None) -> f
     everything = np.arange(len(highs.columns), dtype=np.int32)
     held = False
     try:
-        if not _solve_lp(highs, threads):
+        if not _solve_lp(highs, threads, deadline):
             restore(model, kept)
             return pyo.value(objective)
         exact = pyo.value(objective)
@@ -292,7 +296,7 @@ def polish(highs: HighsModel, objective: NumericValue, threads: int | None) -> f
         sum_of_continuous = np.zeros(len(highs.columns))
         sum_of_continuous[continuous] = 1.0
         solver.changeColsCost(len(everything), everything, sum_of_continuous)
-        if not _solve_lp(highs, threads):
+        if not _solve_lp(highs, threads, deadline):
             restore(model, kept)
     finally:
         if held:

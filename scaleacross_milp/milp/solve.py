@@ -56,6 +56,11 @@ route lengths, and at 64 buildings one shape's model already has about 43,000 va
 POLISH_SOLVES = 3
 """Solves of the final polish, reserved from the limit once there is an incumbent: the incumbent's layout re-priced
 with its derived variables free (`reprice`), then the two LP solves of `highs.polish`."""
+POLISH_SHARE = 0.02
+"""... reserved as that many of the incumbent model's shortest runs, at most this share of the limit: with every
+decision held each is a small LP (0.01-0.04 s on the 160-GPU five-zone and the 131k-GPU instances), while the
+model's shortest run may be a search solve stopped at its cap (3 s reserved of a 10 s limit before); the polish
+runs within what is left (`highs.polish` skips a step that does not finish)."""
 SCREEN_SHARE = 0.5
 """Screening stops at this share of the time limit once some shape has passed, leaving the rest to the search."""
 RESCUE_SHARE = 0.05
@@ -271,8 +276,10 @@ class ShapeSearch:
 
     @property
     def polish_s(self) -> float:
-        """Polishing solves the incumbent's model POLISH_SOLVES times as an LP: that many of its shortest runs."""
-        return 0.0 if self.best is None else POLISH_SOLVES * self.best.model.shortest_run_s
+        """Polishing solves the incumbent's model POLISH_SOLVES times with its layout held: that many of its shortest
+        runs, at most POLISH_SHARE of the limit."""
+        return 0.0 if self.best is None else min(POLISH_SOLVES * self.best.model.shortest_run_s,
+                                                 POLISH_SHARE * self.limit)
 
     @property
     def bound(self) -> float:
@@ -658,7 +665,8 @@ def solve_instance(
     restore(model, best.values)
     reprice(highs, best.objective / per_requested(ctx), max(0.1, search.remaining() + search.polish_s / POLISH_SOLVES),
             threads)
-    incumbent, bound = polish(highs, model.objective.expr, threads), bound / per_requested(ctx)
+    incumbent = polish(highs, model.objective.expr, threads, max(0.1, search.limit - search.elapsed()))
+    bound /= per_requested(ctx)
     wall = time.perf_counter() - start
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     proven = rel <= gap + 1e-9 or incumbent - bound <= ABS_GAP  # HiGHS closes at either
