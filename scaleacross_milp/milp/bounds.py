@@ -373,11 +373,12 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
 
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
-    """`sharpened_bound_s`, found once per shape and pairs (`ShapeContext.sharpened_bounds`)."""
-    key = tuple(pairs)
-    if key not in ctx.sharpened_bounds:
-        ctx.sharpened_bounds[key] = sharpened_bound_s(ctx, pairs)
-    return ctx.sharpened_bounds[key]
+    """`sharpened_bound_s` over `pairs`: the least of each pair's, found once per shape and pair
+    (`ShapeContext.sharpened_bounds`)."""
+    for pair in pairs:
+        if pair not in ctx.sharpened_bounds:
+            ctx.sharpened_bounds[pair] = sharpened_bound_s(ctx, [pair])
+    return min((ctx.sharpened_bounds[pair] for pair in pairs), default=math.inf)
 
 
 def sharpened_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:

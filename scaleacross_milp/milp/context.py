@@ -262,9 +262,9 @@ class ShapeContext:
         return sorted({o.chunks for o in self.options})
 
     @cached_property
-    def sharpened_bounds(self) -> dict[tuple[Pair, ...], float]:
-        """`bounds.first_stage_lower_bound_s` by the pairs it was taken over, each found once (the search sharpens a
-        shape's bound and its MILP states it as a row)."""
+    def sharpened_bounds(self) -> dict[Pair, float]:
+        """`bounds.sharpened_bound_s` of each (schedule option, DP variant) pair, found once (the search sharpens a
+        shape's bound and each pair's, and its MILP states them as rows)."""
         return {}
 
     @cached_property
