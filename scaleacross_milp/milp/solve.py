@@ -409,7 +409,8 @@ class ShapeSearch:
     def solve_pairs(self, i: int, nodes: int) -> bool:
         """Solve shape i's full MILP one admissible pair at a time, its schedule option u and DP variant w fixed
         (`scaled.fixed_decisions`), each promising open pair within `nodes`, in order of the pairs' bounds; True
-        once every pair is closed. A pair's bound starts at its sharpened bound (`first_stage_lower_bound_s`) and
+        once every pair is closed or cannot beat the incumbent by more than the gap (the incumbent only falls). A
+        pair's bound starts at its sharpened bound (`first_stage_lower_bound_s`) and
         rises to what its solves prove; held as T's lower bound in its solve; the shape's bound rises to the least
         over its pairs.
 
@@ -438,7 +439,7 @@ class ShapeSearch:
             if outcome.finished:
                 closed.add(pair)
         self.bounds[i] = max(self.bounds[i], min(bounds.values(), default=math.inf))
-        return len(closed) == len(bounds)
+        return all(pair in closed or not self.promising(bound) for pair, bound in bounds.items())
 
     def restriction_extent(self, i: int) -> float:
         """`extent` of shape i's smallest restriction: p B'^2 (inf when it has none)."""

@@ -10,7 +10,10 @@ from rich.console import Console
 
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
 from scaleacross_milp.milp.extract import layout_pattern
+from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.price import price_layout
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
@@ -295,3 +298,26 @@ def test_a_search_stopped_by_a_model_too_slow_to_build_says_so(small_instance, m
     console = Console(record=True, width=200)
     render_plan(plan, console)
     assert f"Status: time limit ({stats.stopped_early})" in console.export_text()
+
+
+def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it(tiny):
+    # Fixing the schedule option and DP variant pair by pair splits the shape's MILP into disjoint parts: the best
+    # part's optimum is the whole model's, and the shape's bound is the least of the parts' bounds.
+    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
+                               {"name": "B", "gpus": 16, "gpu_type": "h100"}],
+                    links=[{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 200}])
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, limit=60.0, gap=0.0,
+                         threads=1)
+    i = next(i for i, c in enumerate(search.candidates)
+             if c.shape.pp == 2 and c.shape.gpus == 32 and len(search.ctx(i).pairs) > 2)
+    whole = solve_milp(HighsModel(build_model(search.ctx(i))), time_limit_s=60, rel_gap=0.0, threads=1)
+    while not search.solve_pairs(i, nodes=10_000):
+        pass
+    bounds = search.pair_bounds[i]
+    assert set(bounds) == set(search.ctx(i).pairs)
+    assert all(pair in search.closed_pairs[i] or bound >= search.incumbent for pair, bound in bounds.items())
+    assert search.incumbent == pytest.approx(whole.incumbent, rel=1e-6)
+    assert search.bounds[i] == pytest.approx(min(bounds.values()))
+    assert min(bounds.values()) == pytest.approx(whole.incumbent, rel=1e-6)
+    assert all(bound >= first_stage_lower_bound_s(search.ctx(i), [pair]) - 1e-9 for pair, bound in bounds.items())
