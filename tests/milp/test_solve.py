@@ -312,7 +312,7 @@ def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it
     i = next(i for i, c in enumerate(search.candidates)
              if c.shape.pp == 2 and c.shape.gpus == 32 and len(search.ctx(i).pairs) > 2)
     whole = solve_milp(HighsModel(build_model(search.ctx(i))), time_limit_s=60, rel_gap=0.0, threads=1)
-    while not search.solve_pairs(i, nodes=10_000):
+    while not search.solve_shape(i, nodes=10_000):
         pass
     bounds = search.pair_bounds[i]
     assert set(bounds) == set(search.ctx(i).pairs)
