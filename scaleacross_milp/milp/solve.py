@@ -186,9 +186,10 @@ class ShapeSearch:
     so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use the whole
     cluster; it solves each one's restrictions (`patterns.restrictions`, small models), then each one's named
     patterns on its full model where that model is affordable. Phase 2 runs
-    rounds: each round solves the full MILP of every open shape that can still beat the incumbent by more than the
-    gap, in bound order, within a node budget that grows by NODE_GROWTH per round (a shape's restrictions and
-    patterns first, if phase 1 did not reach it); a shape whose solve finishes is closed. Every step is budgeted in
+    rounds (`solve_round`): each round solves the full MILP of every open shape that can still beat the incumbent by
+    more than the gap, one (schedule option, DP variant) pair at a time (`solve_pair`), pairs in bound order across
+    shapes, within a node budget that grows by NODE_GROWTH per round (a shape's restrictions and patterns first, if
+    phase 1 did not reach it); a shape is closed once every pair is. Every step is budgeted in
     solver work; the wall-clock limit only ends the sequence, and once there is a plan a shape's model is built only
     when the builds so far predict it fits the time left (`affordable`)."""
 
@@ -222,7 +223,7 @@ class ShapeSearch:
     models: dict[int, HighsModel] = field(default_factory=dict)
     pair_bounds: dict[int, dict[Pair, float]] = field(default_factory=dict)
     """Per shape whose full MILP is solved pair by pair, each admissible (schedule option, DP variant) pair's bound
-    on the objective per requested batch (`solve_shape`)."""
+    on the objective per requested batch (`open_pairs`, `solve_pair`)."""
     closed_pairs: dict[int, set[Pair]] = field(default_factory=dict)
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
@@ -409,43 +410,93 @@ class ShapeSearch:
         self.report()
         return outcome
 
-    def solve_shape(self, i: int, nodes: int) -> bool:
-        """Solve shape i's full MILP one admissible pair at a time, its schedule option u and DP variant w fixed
-        (`scaled.fixed_decisions`), each promising open pair within `nodes`, in order of the pairs' bounds; True
-        once every pair is closed or cannot beat the incumbent by more than the gap (the incumbent only falls). A
-        pair's bound starts at its sharpened bound (`first_stage_lower_bound_s`), rises to what its solves prove
-        and is held as T's lower bound in them; the shape's bound rises to the least over its pairs.
+    def open_pairs(self, i: int) -> list[tuple[float, Pair]]:
+        """Shape i's pairs that are open and promising, with their bounds on the objective per requested batch. A
+        pair's bound starts at its sharpened bound (`first_stage_lower_bound_s`) and rises to what its solves prove
+        (`solve_pair`)."""
+        ctx = self.ctx(i)
+        if i not in self.pair_bounds:
+            self.pair_bounds[i] = {pair: self.lift(i, first_stage_lower_bound_s(ctx, [pair]) * per_requested(ctx))
+                                   for pair in ctx.pairs}
+            self.closed_pairs[i] = set()
+        return [(bound, pair) for pair, bound in self.pair_bounds[i].items()
+                if pair not in self.closed_pairs[i] and self.promising(bound)]
+
+    def solve_pair(self, i: int, pair: Pair, nodes: int) -> None:
+        """Solve shape i's full MILP with the pair's schedule option u and DP variant w fixed
+        (`scaled.fixed_decisions`) within `nodes`, its bound held as T's lower bound, cut off at the incumbent less
+        the gap; the pair's bound rises to what the solve proves, the shape's to the least over its pairs, and the
+        shape is closed once every pair is closed or cannot beat the incumbent by more than the gap (the incumbent
+        only falls).
 
         Why pair by pair: the rows a choice switches on are big-M disjunctions, M (1 - u[o]) and M (1 - w[v]),
         and the relaxation mixes options and variants to switch off what each costs (a 629-column restriction of a
         160-GPU five-zone instance: root LP 0.492 s against 0.566 s with u and w fixed, optimum 0.585 s; 15.7 s to
-        prove it in one solve, 8.9 s pair by pair, most pairs cut off at their root). Where the relaxation is weak
-        in the placement instead, each pair repeats the one solve's work (generated small seed 7: 1.2 s in one
-        solve, 2.2 s over its four pairs); over 30 small generated instances at 5 s the median gap still falls
-        (README)."""
+        prove it in one solve, 8.9 s pair by pair, most pairs cut off at their root)."""
         ctx, factor = self.ctx(i), per_requested(self.ctx(i))
-        if i not in self.pair_bounds:
-            self.pair_bounds[i] = {pair: self.lift(i, first_stage_lower_bound_s(ctx, [pair]) * factor)
-                                   for pair in ctx.pairs}
-            self.closed_pairs[i] = set()
         bounds, closed, m = self.pair_bounds[i], self.closed_pairs[i], self.model(i).model
-        for pair in sorted(bounds, key=lambda pair: (bounds[pair], ctx.pairs.index(pair))):
-            if pair in closed or not self.promising(bounds[pair]) or self.remaining() <= 0:
-                continue
-            option, variant = pair
-            floor_s = first_stage_lower_bound_s(ctx, [pair]) if self.costed else bounds[pair] / factor
-            held_lb = m.T.lb
-            m.T.setlb(max(held_lb or 0.0, floor_s))
-            try:
-                with fixed_decisions(m, ctx.options.index(option), ctx.variants.index(variant), None):
-                    outcome = self.solve(i, nodes, self.gap, beat_by_gap=True)
-            finally:
-                m.T.setlb(held_lb)
-            bounds[pair] = max(bounds[pair], outcome.bound * factor)
-            if outcome.finished:
-                closed.add(pair)
+        option, variant = pair
+        held_lb = m.T.lb
+        m.T.setlb(max(held_lb or 0.0, first_stage_lower_bound_s(ctx, [pair]) if self.costed else bounds[pair] / factor))
+        try:
+            with fixed_decisions(m, ctx.options.index(option), ctx.variants.index(variant), None):
+                outcome = self.solve(i, nodes, self.gap, beat_by_gap=True)
+        finally:
+            m.T.setlb(held_lb)
+        bounds[pair] = max(bounds[pair], outcome.bound * factor)
+        if outcome.finished:
+            closed.add(pair)
         self.bounds[i] = max(self.bounds[i], min(bounds.values(), default=math.inf))
-        return all(pair in closed or not self.promising(bound) for pair, bound in bounds.items())
+        if not self.open_pairs(i):
+            self.closed.add(i)
+            self.models.pop(i, None)
+
+    def next_open(self, shapes: Iterator[int]) -> int | None:
+        """The next shape of `shapes` (a `best_first` queue) whose model is built or fits the time left
+        (`affordable`), its restrictions and patterns tried first if phase 1 did not reach it; None when none."""
+        for i in shapes:
+            if self.remaining() <= 0:
+                self.out_of_time = True
+                return None
+            if not self.affordable(i):
+                self.out_of_time = True  # this round still solves the models already built
+                if self.stopped_early is None:
+                    self.stopped_early = (f"stopped at {self.elapsed():.1f} s: the next shape's model "
+                                          f"({self.ctx(i).shape.label()}) would take "
+                                          f"{self.build_s_predicted(self.ctx(i)):.1f} s to build, more "
+                                          f"than the {max(self.remaining(), 0.0):.1f} s left")
+                continue
+            if i not in self.patterns_tried:
+                self.try_restriction(i)
+                self.try_patterns(i)
+                if not self.promising(self.bounds[i]):
+                    continue
+            return i
+        return None
+
+    def solve_round(self, nodes: int) -> bool:
+        """One round of phase 2: every open, promising pair of every open shape, each solved once within `nodes`
+        (`solve_pair`), in order of the pairs' bounds across shapes, so that a round stopped by the limit has
+        raised the least bounds first; shapes join from the `best_first` queue as its front reaches the pairs'.
+        True when some pair was solved."""
+        shapes = self.best_first(list(range(len(self.candidates))))
+        queue: list[tuple[float, int, int, Pair]] = []
+        ahead, progressed = self.next_open(shapes), False
+        while ahead is not None or queue:
+            if ahead is not None and (not queue or self.bounds[ahead] <= queue[0][0]):
+                for bound, pair in self.open_pairs(ahead):
+                    heapq.heappush(queue, (bound, ahead, self.ctx(ahead).pairs.index(pair), pair))
+                ahead = self.next_open(shapes)
+                continue
+            bound, i, _, pair = heapq.heappop(queue)
+            if self.remaining() <= 0:
+                self.out_of_time = True
+                break
+            if i in self.closed or pair in self.closed_pairs[i] or not self.promising(self.pair_bounds[i][pair]):
+                continue
+            self.solve_pair(i, pair, nodes)
+            progressed = True
+        return progressed
 
     def restriction_extent(self, i: int) -> float:
         """`extent` of shape i's smallest restriction: p B'^2 (inf when it has none)."""
@@ -586,28 +637,7 @@ class ShapeSearch:
         nodes, progressed = FIRST_NODES, True
         self.report(Phase.shapes)
         while progressed and not self.out_of_time:
-            progressed = False
-            for i in self.best_first(list(range(len(self.candidates)))):
-                if self.remaining() <= 0:
-                    self.out_of_time = True
-                    break
-                if not self.affordable(i):
-                    self.out_of_time = True  # this round still solves the models already built
-                    if self.stopped_early is None:
-                        self.stopped_early = (f"stopped at {self.elapsed():.1f} s: the next shape's model "
-                                              f"({self.ctx(i).shape.label()}) would take "
-                                              f"{self.build_s_predicted(self.ctx(i)):.1f} s to build, more "
-                                              f"than the {max(self.remaining(), 0.0):.1f} s left")
-                    continue
-                if i not in self.patterns_tried:
-                    self.try_restriction(i)
-                    self.try_patterns(i)
-                    if not self.promising(self.bounds[i]):
-                        continue
-                if self.solve_shape(i, nodes):
-                    self.closed.add(i)
-                    self.models.pop(i)
-                progressed = True
+            progressed = self.solve_round(nodes)
             self.climb()
             nodes *= NODE_GROWTH
         if math.isinf(self.incumbent) and self.out_of_time:

@@ -312,8 +312,9 @@ def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it
     i = next(i for i, c in enumerate(search.candidates)
              if c.shape.pp == 2 and c.shape.gpus == 32 and len(search.ctx(i).pairs) > 2)
     whole = solve_milp(HighsModel(build_model(search.ctx(i))), time_limit_s=60, rel_gap=0.0, threads=1)
-    while not search.solve_shape(i, nodes=10_000):
-        pass
+    while i not in search.closed:
+        for _, pair in search.open_pairs(i):
+            search.solve_pair(i, pair, nodes=10_000)
     bounds = search.pair_bounds[i]
     assert set(bounds) == set(search.ctx(i).pairs)
     assert all(pair in search.closed_pairs[i] or bound >= search.incumbent for pair, bound in bounds.items())
