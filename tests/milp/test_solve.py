@@ -322,3 +322,20 @@ def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it
     assert search.bounds[i] == pytest.approx(min(bounds.values()))
     assert min(bounds.values()) == pytest.approx(whole.incumbent, rel=1e-6)
     assert all(bound >= first_stage_lower_bound_s(search.ctx(i), [pair]) - 1e-9 for pair, bound in bounds.items())
+
+
+def test_settling_leaves_the_least_bound_on_a_sharpened_shape(tiny):
+    # Once the search stops, the reported bound is the least over the shapes' bounds, most of them still compute
+    # floors; settling prices and sharpens the shapes at the front until the least bound is a sharpened one.
+    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
+                               {"name": "B", "gpus": 16, "gpu_type": "h100"}],
+                    links=[{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 200}])
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, limit=60.0, gap=0.0,
+                         threads=1)
+    before = search.bound
+    front = min(range(len(search.bounds)), key=lambda i: search.bounds[i])
+    assert front not in search.sharpened
+    search.settle()
+    assert min(range(len(search.bounds)), key=lambda i: search.bounds[i]) in search.sharpened
+    assert search.bound > before
