@@ -300,15 +300,20 @@ def test_a_search_stopped_by_a_model_too_slow_to_build_says_so(small_instance, m
     assert f"Status: time limit ({stats.stopped_early})" in console.export_text()
 
 
-def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it(tiny):
-    # Fixing the schedule option and DP variant pair by pair splits the shape's MILP into disjoint parts: the best
-    # part's optimum is the whole model's, and the shape's bound is the least of the parts' bounds.
+def two_hall_search(tiny) -> ShapeSearch:
+    """A search (gap 0, 60 s) over two 16-GPU halls 200 km apart on a 100 Gb/s link, nothing solved yet."""
     instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
                                {"name": "B", "gpus": 16, "gpu_type": "h100"}],
                     links=[{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 200}])
     start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, limit=60.0, gap=0.0,
-                         threads=1)
+    return ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, limit=60.0, gap=0.0,
+                       threads=1)
+
+
+def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it(tiny):
+    # Fixing the schedule option and DP variant pair by pair splits the shape's MILP into disjoint parts: the best
+    # part's optimum is the whole model's, and the shape's bound is the least of the parts' bounds.
+    search = two_hall_search(tiny)
     i = next(i for i, c in enumerate(search.candidates)
              if c.shape.pp == 2 and c.shape.gpus == 32 and len(search.ctx(i).pairs) > 2)
     whole = solve_milp(HighsModel(build_model(search.ctx(i))), time_limit_s=60, rel_gap=0.0, threads=1)
@@ -327,12 +332,7 @@ def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it
 def test_settling_leaves_the_least_bound_on_a_sharpened_shape(tiny):
     # Once the search stops, the reported bound is the least over the shapes' bounds, most of them still compute
     # floors; settling prices and sharpens the shapes at the front until the least bound is a sharpened one.
-    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
-                               {"name": "B", "gpus": 16, "gpu_type": "h100"}],
-                    links=[{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 200}])
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, limit=60.0, gap=0.0,
-                         threads=1)
+    search = two_hall_search(tiny)
     before = search.bound
     front = min(range(len(search.bounds)), key=lambda i: search.bounds[i])
     assert front not in search.sharpened
