@@ -748,7 +748,8 @@ def solve_instance(
     model = highs.model
     search.report(Phase.polish)
     restore(model, best.values)
-    reprice(highs, best.objective / per_requested(ctx), max(0.1, search.remaining() + search.polish_s / POLISH_SOLVES),
+    polish_left_s = search.polish_s * (POLISH_SOLVES - 1) / POLISH_SOLVES  # what the polish LPs after it keep
+    reprice(highs, best.objective / per_requested(ctx), max(0.1, search.limit - search.elapsed() - polish_left_s),
             threads)
     incumbent = polish(highs, model.objective.expr, threads, max(0.1, search.limit - search.elapsed()))
     bound /= per_requested(ctx)
