@@ -377,16 +377,17 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
     (`ShapeContext.sharpened_bounds`)."""
     for pair in pairs:
         if pair not in ctx.sharpened_bounds:
-            ctx.sharpened_bounds[pair] = sharpened_bound_s(ctx, [pair])
+            ctx.sharpened_bounds[pair] = sharpened_bound_s(ctx, *pair)
     return min((ctx.sharpened_bounds[pair] for pair in pairs), default=math.inf)
 
 
-def sharpened_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
-    """A sharper bound for the shapes the search reaches, by enumerating n0 = layers of stage 0 (vectorised):
-    some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so cycle >= c(n0) =
-    max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and opt_v >= N(n0) o_v;
-    the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is rho C0 with
-    C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of `pipeline_and_gathers_s`,
+def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
+    """A sharper bound under schedule option o and DP variant v, for the shapes the search reaches, by enumerating
+    n0 = layers of stage 0 (vectorised): some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so
+    cycle >= c(n0) = max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and
+    opt_v >= N(n0) o_v; the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is
+    rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of
+    `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
     X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E = dpi_v - rho C0(n0) and DP
     lowered by the drain credit at n0 (`drain_most_s`)."""
@@ -394,25 +395,22 @@ def sharpened_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVar
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
     e_first = min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings)
-    best = math.inf
-    for option, variant in pairs:
-        grain = option.layer_granularity
-        n0 = np.arange(grain, layers - (p - 1) * grain + 1, grain, dtype=float)
-        rest = np.ceil((layers - n0) / (p - 1)) if p > 1 else np.zeros_like(n0)
-        gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
-        rooms = stage_rooms(ctx, option, variant)
-        largest = np.maximum(n0, rest)
-        c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms, ctx.head_stage(option)),
-                       gather_passes(variant.mode) * largest * gather)
-        dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
-        opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
-        exposed = dpi - rho * (tau * n0 + e_first)
-        crossing = np.min([pp + np.maximum(0.0, exposed + dp)
-                           for pp, dp in crossing_alternatives_s(ctx, option, variant,
-                                                                 drain_most_s(ctx, option, n0))], axis=0)
-        bound = opt + crossing + pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms)
-        best = min(best, float(bound.min()))
-    return best
+    grain = option.layer_granularity
+    n0 = np.arange(grain, layers - (p - 1) * grain + 1, grain, dtype=float)
+    rest = np.ceil((layers - n0) / (p - 1)) if p > 1 else np.zeros_like(n0)
+    gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
+    rooms = stage_rooms(ctx, option, variant)
+    largest = np.maximum(n0, rest)
+    c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms, ctx.head_stage(option)),
+                   gather_passes(variant.mode) * largest * gather)
+    dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
+    opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+    exposed = dpi - rho * (tau * n0 + e_first)
+    crossing = np.min([pp + np.maximum(0.0, exposed + dp)
+                       for pp, dp in crossing_alternatives_s(ctx, option, variant,
+                                                             drain_most_s(ctx, option, n0))], axis=0)
+    bound = opt + crossing + pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms)
+    return float(bound.min())
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:
