@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from scaleacross_milp.calibration.collective import Collective, CollectiveModel, Tier
@@ -109,6 +109,16 @@ def dp_cross_phases(
     if variant.mode is DPMode.fsdp_no_reshard:
         return CrossPhases(1, param_ratio, 1, params_before_ops=True)
     return CrossPhases(2 * microbatches, param_ratio, 1, params_before_ops=True, gathers_per_microbatch=2)
+
+
+def straddle_phases(microbatches: int, grad_bytes_per_param: float = 4.0, bytes_per_element: float = 2.0
+                    ) -> CrossPhases:
+    """Phases an HSDP shard group that straddles two buildings adds across them per step (the replay forms a stage's
+    shard groups from its cells building by building, so a building whose cells are not a multiple of the group
+    shares one): its parameter all-gathers before every forward and backward, as FSDP's (`dp_cross_phases`); its
+    gradients cross in HSDP's all-reduce over the buildings, which covers every cell already (no reduce phase)."""
+    return replace(dp_cross_phases(DPVariant(DPMode.fsdp), microbatches, grad_bytes_per_param, bytes_per_element),
+                   reduce_phases=0)
 
 
 def grad_reduce_overlaps(training: Training, variant: DPVariant) -> bool:

@@ -4,7 +4,7 @@ Read by the formulation (`formulation.traffic`, `formulation.build`) and by the 
 
 from __future__ import annotations
 
-from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases
+from scaleacross_milp.costmodel.dp import CrossPhases, dp_cross_phases, straddle_phases
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -62,6 +62,29 @@ def timed_volumes(ctx: ShapeContext, v: int) -> tuple[float, float, float]:
     ratio = phases.gather_bytes_per_grad_byte
     return (phases.end_gather_phases * ratio, phases.gathers_per_microbatch * ratio,
             ratio if phases.params_before_ops else 0.0)
+
+
+def straddle_volumes(ctx: ShapeContext) -> tuple[float, float, float]:
+    """(per step, per microbatch, first) gathers of an HSDP shard group straddling two buildings, in units of one
+    gradient-sized copy of the group's parameters (`costmodel.dp.straddle_phases`): building s holding a of the
+    group's g cells sends a / g of that copy to the other building at each gather."""
+    training = ctx.instance.training
+    phases = straddle_phases(ctx.shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element)
+    ratio = phases.gather_bytes_per_grad_byte
+    return phases.grad_copies, phases.gathers_per_microbatch * ratio, ratio
+
+
+def gathers_every_cycle(ctx: ShapeContext) -> bool:
+    """True when parameters can cross buildings every microbatch: FSDP's gathers, or a straddling HSDP group's."""
+    return any(timed_volumes(ctx, v)[1] for v in range(len(ctx.variants))) or bool(shard_group_cells(ctx))
+
+
+def shard_group_cells(ctx: ShapeContext) -> dict[int, int]:
+    """Variant index -> cells per HSDP shard group (D / r), for the HSDP variants whose groups hold more than one
+    cell (a one-cell group never straddles buildings)."""
+    cells = ctx.shape.cells_per_stage
+    return {v: cells // var.replicas for v, var in enumerate(ctx.variants)
+            if var.mode is DPMode.hsdp and cells // var.replicas > 1}
 
 
 def drain_share(option: ScheduleOption) -> float:

@@ -11,6 +11,7 @@ from scaleacross_milp.milp.formulation.iteration import gathered_op_share
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.price import fixed_layout_model, price_layout
 from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.milp.volumes import stage_grad_gb
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.verifier import verify
@@ -99,3 +100,47 @@ def test_a_layout_is_priced_as_the_replay_resolves_it(solved_bundled):
                          for schedule in ("zb-v", "1f1b"))
     assert zb_v.schedule.value == "1f1b"
     assert price_layout(instance, zb_v) == pytest.approx(price_layout(instance, one_f_one_b), rel=1e-9)
+
+
+LOSSY_METRO = DesignPoint("llama3-8b", 2, 50.0, 2.0, 1e-3, False, 64, seed=3, sequences_per_node=16)
+"""Llama 3 8B on two 32-GPU H100 buildings 50 km apart, 1:2, loss 1e-3 (the optimality suite's point 3)."""
+STRADDLING_HSDP = {
+    "shape": {"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 32}, "schedule": "1f1b",
+    "dp_mode": "hsdp", "hsdp_replicas": 2, "transports": {"b0-b1": "ecmp_go_back_n"},
+    "stages": [{"stage": 0, "layers": 17, "cells_per_building": {"b1": 4}},
+               {"stage": 1, "layers": 15, "cells_per_building": {"b0": 3, "b1": 1}}],
+    "pipelines": [{"buildings": ["b1", "b0"], "pipelines": 3}, {"buildings": ["b1", "b1"], "pipelines": 1}],
+}
+"""HSDP with shard groups of 2 cells; stage 1's 3 + 1 cells form the groups (b0, b0) and (b0, b1): one straddles."""
+
+
+def test_an_hsdp_shard_group_straddling_two_buildings_is_priced_as_the_replay_moves_it():
+    # The straddling group gathers its parameters over the link before every forward and backward, as FSDP does,
+    # each building sending the half of a copy its one cell holds; before the MILP modelled it, HSDP kept every
+    # group inside one building and this layout (the exhaustive optimum of the optimality suite's point 3) was
+    # outside its space.
+    instance = design_instance(LOSSY_METRO)
+    layout = Layout.model_validate({"instance": instance.name, **STRADDLING_HSDP})
+    replayed = verify(instance, layout)[0].iteration_s
+    assert price_layout(instance, layout) == pytest.approx(replayed, rel=0.01)
+    ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
+    assert solve_milp(HighsModel(m), time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    half_copy = stage_grad_gb(ctx, 1, 15) / 2
+    assert [pyo.value(m.straddled_gb[pair]) for pair in (("b0", "b1"), ("b1", "b0"))] == pytest.approx(
+        [half_copy, half_copy], rel=1e-6)
+    assert pyo.value(m.straddled[0]) == pytest.approx(0.0) and pyo.value(m.straddled[1]) == pytest.approx(1.0)
+
+
+def test_a_straddling_shard_group_on_a_stage_held_by_three_buildings_is_outside_the_space():
+    # Cells b0, b1, b1, b2 in groups of 2 make (b0, b1) and (b1, b2): b1's two cells are a multiple of the group yet
+    # sit in two straddling groups, which the per-building remainders cannot express; the MILP keeps such stages
+    # out (straddle_two_holders) rather than under-price them.
+    instance = design_instance(DesignPoint("llama3-8b", 3, 1000.0, 2.0, 1e-4, False, 32, seed=9,
+                                           sequences_per_node=16))
+    layout = Layout.model_validate({
+        "instance": instance.name, "shape": {"tp": 8, "pp": 1, "dp": 4, "micro_batch": 1, "microbatches": 16},
+        "schedule": "1f1b", "dp_mode": "hsdp", "hsdp_replicas": 2,
+        "stages": [{"stage": 0, "layers": 32, "cells_per_building": {"b0": 1, "b1": 2, "b2": 1}}],
+        "pipelines": [{"buildings": [k], "pipelines": n} for k, n in (("b0", 1), ("b1", 2), ("b2", 1))]})
+    assert verify(instance, layout)[0].iteration_s > 0
+    assert price_layout(instance, layout) is None

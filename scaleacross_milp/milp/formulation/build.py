@@ -21,7 +21,14 @@ from scaleacross_milp.milp.formulation.memory import add_memory
 from scaleacross_milp.milp.formulation.pipeline import add_pipeline
 from scaleacross_milp.milp.formulation.placement import add_placement
 from scaleacross_milp.milp.formulation.traffic import add_traffic
-from scaleacross_milp.milp.volumes import GB, cross_volumes, stage_grad_gb, timed_volumes
+from scaleacross_milp.milp.volumes import (
+    GB,
+    cross_volumes,
+    gathers_every_cycle,
+    shard_group_cells,
+    stage_grad_gb,
+    straddle_volumes,
+)
 
 
 def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
@@ -36,11 +43,12 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     chi = max(o.boundary_crossings for o in ctx.options)
     omega = max(o.wrap_crossings for o in ctx.options)
     pp_arc = ctx.costs.p2p_bytes * ctx.shape.ep / GB * (chi * (p - 1) + omega) * 2 * cells
-    volumes = [sum(cross_volumes(ctx, v)) for v in range(len(ctx.variants))]
+    straddling = straddle_volumes(ctx)[0] if shard_group_cells(ctx) else 0.0
+    volumes = [sum(cross_volumes(ctx, v)) + straddling for v in range(len(ctx.variants))]
     dp_arc = max(volumes) * sum(stage_grad_gb(ctx, j) for j in range(p)) * max(len(ks) - 1, 1)
     slowest = max(ctx.seconds_per_gb.values(), default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
-    streamed = any(timed_volumes(ctx, v)[1] for v in range(len(ctx.variants)))  # FSDP gathers load every cycle
+    streamed = gathers_every_cycle(ctx)
     cycle = p * stage_ub + 2 * chi * p * latency + (pp_arc + (dp_arc / mb if streamed else 0.0)) * slowest
     pipeline = mb * cycle + p * stage_ub + 2 * (chi * (p - 1) + omega) * latency
     return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline}

@@ -6,8 +6,14 @@
 Layer granularity: with U_g = sum of u[o] over options needing multiples of g layers per rank,
     |n[j] - g q[j,g]| <= L (1 - U_g),  q integer.
 Pairs that fail the memory screen (`ShapeContext.pairs`) are excluded:  u[o] + w[v] <= 1.
-HSDP with r replicas keeps each shard group (D/r cells) inside one building:
-    |x[j,k] - (D/r) s[j,k,r]| <= D (1 - w[hsdp r]),  s integer.
+HSDP with r replicas forms each stage's shard groups of g = D/r cells from its cells building by building (as the
+replay does), so building k holds s whole groups and a cells of a group that straddles (model components
+shard_groups, straddle, straddled, hsdp_upper / hsdp_lower, straddle_chosen, straddle_stage):
+    |x[j,k] - g s[j,k,v] - a[j,k,v]| <= D (1 - w[v]),   0 <= a[j,k,v] <= (g - 1) w[v],   s, a integer
+    a[j,k,v] <= (g - 1) t[j],   sum_k y[j,k] <= 2 + (K - 2) (1 - t[j])      (straddle_two_holders, t binary)
+A straddling group is allowed only on a stage held by two buildings, where it is the one group with cells in both
+(a_s + a_t = g) and its gathers are exact (`traffic`: straddle GB); on three or more, every group stays in one
+building.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
-from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.milp.volumes import shard_group_cells
 
 
 def add_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
@@ -54,17 +60,27 @@ def add_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         m.J, m.G, rule=lambda m, j, g: m.n[j] - g * m.q[j, g] >= -layers * (1 - chosen(g))
     )
 
-    groups = [
-        (v, cells // var.replicas)
-        for v, var in enumerate(ctx.variants)
-        if var.mode is DPMode.hsdp and cells // var.replicas > 1
-    ]
-    index = [(j, k, v) for j in m.J for k in m.K for v, _ in groups]
-    size = dict(groups)
+    size = shard_group_cells(ctx)
+    index = [(j, k, v) for j in m.J for k in m.K for v in size]
     m.shard_groups = pyo.Var(index, domain=pyo.NonNegativeIntegers, bounds=(0, cells))
-    m.hsdp_upper = pyo.Constraint(
-        index, rule=lambda m, j, k, v: m.x[j, k] - size[v] * m.shard_groups[j, k, v] <= cells * (1 - m.w[v])
-    )
-    m.hsdp_lower = pyo.Constraint(
-        index, rule=lambda m, j, k, v: m.x[j, k] - size[v] * m.shard_groups[j, k, v] >= -cells * (1 - m.w[v])
-    )
+    m.straddle = pyo.Var(index, domain=pyo.NonNegativeIntegers, bounds=lambda _, j, k, v: (0, size[v] - 1))
+    m.straddled = pyo.Var(m.J, domain=pyo.Binary)
+    if not size:
+        m.straddled.fix(0)
+    m.hsdp_upper = pyo.Constraint(index, rule=lambda m, j, k, v: m.x[j, k] - size[v] * m.shard_groups[j, k, v]
+                                  - m.straddle[j, k, v] <= cells * (1 - m.w[v]))
+    m.hsdp_lower = pyo.Constraint(index, rule=lambda m, j, k, v: m.x[j, k] - size[v] * m.shard_groups[j, k, v]
+                                  - m.straddle[j, k, v] >= -cells * (1 - m.w[v]))
+    m.straddle_chosen = pyo.Constraint(
+        index, rule=lambda m, j, k, v: m.straddle[j, k, v] <= (size[v] - 1) * m.w[v])
+    m.straddle_stage = pyo.Constraint(
+        index, rule=lambda m, j, k, v: m.straddle[j, k, v] <= (size[v] - 1) * m.straddled[j])
+    if len(ctx.buildings) > 2 and size:
+        m.straddle_two_holders = pyo.Constraint(m.J, rule=lambda m, j: sum(m.y[j, k] for k in m.K)
+                                                <= 2 + (len(ctx.buildings) - 2) * (1 - m.straddled[j]))
+
+
+def straddle_share(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, k: str):
+    """sum_v straddle[j,k,v] / (D / r_v): the share of its straddling shard group that building k holds for stage j,
+    in [0, 1) (0 when no group of j straddles, or the variant is not HSDP)."""
+    return sum(m.straddle[j, k, v] / size for v, size in shard_group_cells(ctx).items())

@@ -54,6 +54,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.choices import straddle_share
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.volumes import (
     GB,
@@ -61,8 +62,11 @@ from scaleacross_milp.milp.volumes import (
     drain_layer_s,
     drain_share,
     fixed_grad_gb,
+    gathers_every_cycle,
     layer_grad_gb,
     pipeline_unit_gb,
+    shard_group_cells,
+    straddle_volumes,
     timed_volumes,
 )
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -92,21 +96,56 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     m.lr_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t]
                             >= m.lc[j, s] - most * cap[s] * (1 - m.y[j, t]))
     m.lr_r = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t] >= m.r[j, s, t])
+    add_stage_gb(m, ctx, pairs, "shared", m.lr, m.r, max(cap.values()))
+    if shard_group_cells(ctx):
+        add_straddle_state(m, ctx, pairs)
+
+
+def add_stage_gb(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]], name: str, lr: pyo.Var,
+                 r: pyo.Var, most_r: float) -> None:
+    """Vars `name`[s,t] >= sum_j S_j r[j,s,t] (S_j = g n[j] + e_j, with lr = n r) and `name`0[s,t] the same for
+    stage 0 alone, the LM head on the chosen option's head stage (rows `name`_def, `name`0_def over the options,
+    M = (g L + e_first + e_head) `most_r`, `most_r` the most r reaches)."""
+    layers = ctx.instance.model_spec.layers
     g, first, head = layer_grad_gb(ctx), ctx.costs.grad_bytes_fixed_first / GB, ctx.costs.grad_bytes_fixed_last / GB
     options = list(m.O)
     heads = sorted({ctx.head_stage(o) for o in ctx.options})
-    big = g * layers * max(cap.values()) + (first + head) * max(cap.values())
+    big = (g * layers + first + head) * most_r
 
     def rows(lhs, stages: list[int], s: str, t: str) -> list:
-        terms = [([g] * len(options), sum(m.lr[j, s, t] for j in stages)), ([first] * len(options), m.r[0, s, t])]
-        terms += [([head if ctx.head_stage(ctx.options[o]) == j else 0.0 for o in options], m.r[j, s, t])
+        terms = [([g] * len(options), sum(lr[j, s, t] for j in stages)), ([first] * len(options), r[0, s, t])]
+        terms += [([head if ctx.head_stage(ctx.options[o]) == j else 0.0 for o in options], r[j, s, t])
                   for j in heads if j in stages]
         return choice_lower_bounds(lhs, terms, m.u, options, big)
 
-    m.shared = pyo.Var(pairs, domain=pyo.NonNegativeReals)
-    add_rows(m, "shared_def", [row for s, t in pairs for row in rows(m.shared[s, t], list(m.J), s, t)])
-    m.shared0 = pyo.Var(pairs, domain=pyo.NonNegativeReals)
-    add_rows(m, "shared0_def", [row for s, t in pairs for row in rows(m.shared0[s, t], [0], s, t)])
+    for suffix, stages in (("", list(m.J)), ("0", [0])):
+        var = pyo.Var(pairs, domain=pyo.NonNegativeReals)
+        setattr(m, name + suffix, var)
+        add_rows(m, f"{name}{suffix}_def", [row for s, t in pairs for row in rows(var[s, t], stages, s, t)])
+
+
+def add_straddle_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
+    """Var straddled_gb[s,t] >= sum_j S_j a_j,s y[j,t] (`add_stage_gb`): gradient GB of one copy of the straddling
+    shard groups' parameters that building s holds and t, the group's other building, gathers, a_j,s the share
+    `choices.straddle_share` (in [0, 1)); straddled_gb0 for stage 0. The products as for `shared` (bounded below):
+    sx[j,s,b] >= a_j,s - (1 - nbit[j,b]) (straddle_bit), sc[j,s] = a_j,s + sum_b 2^b sx[j,s,b] (= n[j] a_j,s,
+    straddle_layers), sr[j,s,t] >= a_j,s - (1 - y[j,t]) (straddle_xy), slr[j,s,t] >= sc[j,s] - N (1 - y[j,t]) and
+    slr >= sr (straddle_lr_y, straddle_lr_r)."""
+    most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    m.sx = pyo.Var(m.J, m.K, m.NB, domain=pyo.NonNegativeReals)
+    m.straddle_bit = pyo.Constraint(m.J, m.K, m.NB, rule=lambda m, j, s, b: m.sx[j, s, b]
+                                    >= straddle_share(m, ctx, j, s) - (1 - m.nbit[j, b]))
+    m.sc = pyo.Var(m.J, m.K, domain=pyo.NonNegativeReals)
+    m.straddle_layers = pyo.Constraint(m.J, m.K, rule=lambda m, j, s: m.sc[j, s]
+                                       == straddle_share(m, ctx, j, s) + sum(2**b * m.sx[j, s, b] for b in m.NB))
+    m.sr = pyo.Var(m.J, pairs, domain=pyo.NonNegativeReals)
+    m.straddle_xy = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.sr[j, s, t]
+                                   >= straddle_share(m, ctx, j, s) - (1 - m.y[j, t]))
+    m.slr = pyo.Var(m.J, pairs, domain=pyo.NonNegativeReals)
+    m.straddle_lr_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.slr[j, s, t]
+                                     >= m.sc[j, s] - most * (1 - m.y[j, t]))
+    m.straddle_lr_r = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.slr[j, s, t] >= m.sr[j, s, t])
+    add_stage_gb(m, ctx, pairs, "straddled_gb", m.slr, m.sr, 1.0)
 
 
 LINE_FAMILIES = ("pp", "dp", "dp0")
@@ -203,24 +242,30 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     ends, per_mb, firsts = ([t[i] for t in timed] for i in range(3))
     m.dpe = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
     m.dpe0 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
-    streamed = any(per_mb)
+    straddles = bool(shard_group_cells(ctx))
+    s_step, s_mb, s_first = ([volume] * len(variants) for volume in straddle_volumes(ctx))
+    streamed = gathers_every_cycle(ctx)
     if streamed:
         m.gxm = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
         m.gcyc = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     m.dpx0 = pyo.Var(domain=pyo.NonNegativeReals)
     m.first_gather = pyo.Var(domain=pyo.NonNegativeReals)
-    if any(firsts):
+    first_gathers = any(firsts) or straddles
+    if first_gathers:
         m.gx1 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
     rows = []
     for a in arcs:
         owned, owed = (sum(m.shared[s, t] for s, t in over[a]), sum(m.shared[t, s] for s, t in over[a]))
         owned0, owed0 = (sum(m.shared0[s, t] for s, t in over[a]), sum(m.shared0[t, s] for s, t in over[a]))
-        loads = [(m.dp[a], [(gathers, owned), (reduces, owed)]),
+        straddled = [(s_step, sum(m.straddled_gb[pair] for pair in over[a]))] if straddles else []
+        straddled_mb = [(s_mb, sum(m.straddled_gb[pair] for pair in over[a]))] if straddles else []
+        straddled0 = [(s_first, sum(m.straddled_gb0[pair] for pair in over[a]))] if straddles else []
+        loads = [(m.dp[a], [(gathers, owned), (reduces, owed), *straddled]),
                  (m.dpe[a], [(ends, owned), (reduces, owed)]), (m.dpe0[a], [(ends, owned0), (reduces, owed0)])]
         if streamed:
-            loads.append((m.gxm[a], [(per_mb, owned)]))
-        if any(firsts):
-            loads.append((m.gx1[a], [(firsts, owned0)]))
+            loads.append((m.gxm[a], [(per_mb, owned), *straddled_mb]))
+        if first_gathers:
+            loads.append((m.gx1[a], [(firsts, owned0), *straddled0]))
         for load, terms in loads:
             rows += choice_lower_bounds(load, terms, m.w, variants, bounds["dp_arc"])
     add_rows(m, "dp_load", rows)
@@ -241,7 +286,7 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
                  ("dp0", m.dpx0, m.dpe0[a], dp_unit["end0"], bounds["dp_arc"])]
         if streamed:
             times.append(("dp", m.gxt[a], m.gxm[a], dp_unit["mb"], bounds["dp_arc"]))
-        if any(firsts):
+        if first_gathers:
             times.append(("dp0", m.first_gather, m.gx1[a], dp_unit["first0"], bounds["dp_arc"]))
         for family, lhs, load, (unit, unit_most), most, *on in times:
             rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on, unit_most=unit_most)
@@ -279,6 +324,13 @@ def unit_volume(ctx: ShapeContext, v: int, unit: str) -> float:
     return {"all": gather + reduce, "end": end + reduce, "mb": per_mb, "first": first}[unit.removesuffix("0")]
 
 
+def straddle_unit_volume(ctx: ShapeContext, unit: str) -> float:
+    """The gathers of a straddling HSDP shard group (`straddle_volumes`) that DP `unit` counts, in copies: all of a
+    step's (all), one microbatch's (mb), the first (first), none at the end of the step (end)."""
+    step, per_mb, first = straddle_volumes(ctx)
+    return {"all": step, "end": 0.0, "mb": per_mb, "first": first}[unit.removesuffix("0")]
+
+
 def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo.Var, float]]:
     """Vars dp_unit[f] >= the GB one crossing unit of DP load f moves under the chosen variant v, for every stage j
     f covers (`DP_UNITS`) that some building holds only part of (split[j] = 1), and their upper bounds:
@@ -293,7 +345,10 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
     stage_gb_most = g * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
     shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in DP_UNITS}
-    most = {f: max(share) * stage_gb_most for f, share in shares.items()}
+    groups = shard_group_cells(ctx)
+    straddling = {f: [shares[f][v] + 2 * (groups[v] - 1) / groups[v] * straddle_unit_volume(ctx, f) / cells
+                      if v in groups else 0.0 for v in m.V] for f in DP_UNITS}
+    most = {f: max(*shares[f], *straddling[f]) * stage_gb_most for f in DP_UNITS}
     m.split = pyo.Var(m.J, domain=pyo.Binary)
     m.split_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.split[j] >= m.y[j, k] - m.x[j, k] / cells)
     m.dp_unit = pyo.Var(list(DP_UNITS), domain=pyo.NonNegativeReals, bounds=lambda m, f: (0, most[f]))
@@ -302,6 +357,12 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
                                            [(shares[f], g * m.n[j] + fixed_grad_gb(ctx, j))], m.w, list(m.V),
                                            most[f])]
     add_rows(m, "dp_unit_def", rows)
+    if groups:
+        add_rows(m, "straddle_unit", [
+            row for f, only in DP_UNITS.items() for j in (m.J if only is None else [only])
+            for row in choice_lower_bounds(m.dp_unit[f] + most[f] * (1 - m.straddled[j]),
+                                           [(straddling[f], g * m.n[j] + fixed_grad_gb(ctx, j))], m.w, list(m.V),
+                                           most[f])])
     return {f: (m.dp_unit[f], most[f]) for f in DP_UNITS}
 
 
