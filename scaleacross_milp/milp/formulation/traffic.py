@@ -58,6 +58,7 @@ from scaleacross_milp.milp.formulation.choices import straddle_share
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.volumes import (
     GB,
+    cross_phases,
     cross_volumes,
     drain_layer_s,
     drain_share,
@@ -332,15 +333,25 @@ def straddle_unit_volume(ctx: ShapeContext, unit: str) -> float:
 
 
 def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo.Var, float]]:
-    """Vars dp_unit[f] >= the GB one crossing unit of DP load f moves under the chosen variant v, for every stage j
-    f covers (`DP_UNITS`) that some building holds only part of (split[j] = 1), and their upper bounds:
+    """Vars dp_unit[f] >= the GB one crossing unit of DP load f moves under the chosen variant v and option o (c_o
+    model chunks per rank), for every stage j f covers (`DP_UNITS`) that some building holds only part of
+    (split[j] = 1), and their upper bounds:
         split[j] >= y[j,k] - x[j,k] / D                                                         (split_def)
-        dp_unit[f] >= (U_{f,v} / D) (g n[j] + e_j) - M (1 - w[v]) - M (1 - split[j])            (dp_unit_def)
+        dp_unit[f] >= (U_{f,v} / D) (g n[j] / c_f,v + e_j) - M (1 - w[v]) - M (1 - split[j]) - M (1 - U_c)
+                                                                                                (dp_unit_def)
     (U_{f,v}: f's volume under v; g n[j] + e_j: stage j's gradient GB per cell, `volumes.stage_grad_gb`; M: the
-    largest U_f / D times the most a stage holds). A unit of stage j moves at most (g n[j] + e_j) (G_v + Q_v) / D
-    (`volumes.pipeline_unit_gb`), and only a split stage sends DP traffic across buildings, so each load's price
-    line takes the chosen variant's unit of the largest stage that crosses, never another variant's or a stage's
-    that stays in one building."""
+    largest U_f / D times the most a stage holds). A unit is one stage cell's exchange: at most (G_v + Q_v) / D of
+    the stage's state (`volumes.pipeline_unit_gb`). The replay syncs each model chunk's state apart at the end of the
+    step, as the chunk's last backward ends, and those transfers run on the link together, so a unit of the end
+    loads (and of the whole step's, for the variants that move nothing before the end: DDP, HSDP, zero1 gathering
+    after the step) is one chunk's, c_f,v = c under the options with c chunks (U_c: the sum of their u[o], left
+    out when every option has the same c); parameter gathers before an op run one after another, c_f,v = 1. Only
+    a split stage sends DP traffic across buildings, so each load's price line takes the chosen variant's unit of
+    the largest stage that crosses, never another variant's or a stage's that stays in one building. A stage with
+    a straddling HSDP shard group (straddled[j], `choices`) adds its gathers (`straddle_unit_volume`) at
+    2 (g - 1) / g times the copy's S / D per unit: the group's building sends a_s / g of a copy over at least
+    max(x_s, x_t) >= D / 2 units, a_s <= g - 1 (straddle_unit, the same rows with straddled[j] for split[j], for
+    the loads the gathers join)."""
     cells = ctx.shape.cells_per_stage
     g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
     stage_gb_most = g * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
@@ -352,17 +363,26 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     m.split = pyo.Var(m.J, domain=pyo.Binary)
     m.split_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.split[j] >= m.y[j, k] - m.x[j, k] / cells)
     m.dp_unit = pyo.Var(list(DP_UNITS), domain=pyo.NonNegativeReals, bounds=lambda m, f: (0, most[f]))
-    rows = [row for f, only in DP_UNITS.items() for j in (m.J if only is None else [only])
-            for row in choice_lower_bounds(m.dp_unit[f] + most[f] * (1 - m.split[j]),
-                                           [(shares[f], g * m.n[j] + fixed_grad_gb(ctx, j))], m.w, list(m.V),
-                                           most[f])]
-    add_rows(m, "dp_unit_def", rows)
+    chunks = sorted({o.chunks for o in ctx.options})
+    apart = {f: [f.startswith("end") or (f == "all" and not cross_phases(ctx, v).params_before_ops) for v in m.V]
+             for f in DP_UNITS}
+
+    def rows(coeffs: dict[str, list[float]], held, families: tuple[str, ...]) -> list:
+        out = []
+        for f in families:
+            for j in (m.J if DP_UNITS[f] is None else [DP_UNITS[f]]):
+                for c in chunks if any(apart[f]) else [1]:
+                    chosen = sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == c) \
+                        if any(apart[f]) and len(chunks) > 1 else 1
+                    per_layer = [coeffs[f][v] * g / (c if apart[f][v] else 1) for v in m.V]
+                    out += choice_lower_bounds(m.dp_unit[f] + most[f] * (2 - held[j] - chosen), [(per_layer, m.n[j])],
+                                               m.w, list(m.V), most[f],
+                                               [coeffs[f][v] * fixed_grad_gb(ctx, j) for v in m.V])
+        return out
+
+    add_rows(m, "dp_unit_def", rows(shares, m.split, tuple(DP_UNITS)))
     if groups:
-        add_rows(m, "straddle_unit", [
-            row for f, only in DP_UNITS.items() for j in (m.J if only is None else [only])
-            for row in choice_lower_bounds(m.dp_unit[f] + most[f] * (1 - m.straddled[j]),
-                                           [(straddling[f], g * m.n[j] + fixed_grad_gb(ctx, j))], m.w, list(m.V),
-                                           most[f])])
+        add_rows(m, "straddle_unit", rows(straddling, m.straddled, ("all", "mb", "first0")))
     return {f: (m.dp_unit[f], most[f]) for f in DP_UNITS}
 
 
