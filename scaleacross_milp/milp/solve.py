@@ -75,6 +75,11 @@ SEED_SHARE = 0.2
 """Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`), raised to
 RESCUE_MIN_SECONDS (the least a solve needs to promise a plan within it) while that leaves the search at least as
 long; skipped below (`seed_seconds`)."""
+RESTRICTION_PAIRS = 1
+"""(schedule option, DP variant) pairs a restriction's model holds in the search: the shape's open ones of least bound
+(`ShapeSearch.try_restriction`). A restriction only looks for an incumbent, and a model of one pair builds and
+solves in a fraction of the time of one holding every pair (generated speedup point 41, a 32-stage shape over four
+buildings: 0.3 s against 1.2 s to build)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -139,6 +144,13 @@ class Incumbent:
     ctx: ShapeContext
     size: dict[str, int]
     values: list[float | None]
+
+
+def narrowed(ctx: ShapeContext, buildings: list[str], pairs: list[Pair]) -> ShapeContext:
+    """ctx over `buildings` only, its model holding only `pairs` of (schedule option, DP variant): a restriction
+    or a scaled layout looks for an incumbent, which any part of the searched space gives."""
+    return replace(ctx, routes=ctx.routes.among(buildings), options=list(dict.fromkeys(o for o, _ in pairs)),
+                   variants=list(dict.fromkeys(v for _, v in pairs)), screened_pairs=tuple(pairs))
 
 
 def extent(ctx: ShapeContext) -> int:
@@ -371,9 +383,10 @@ class ShapeSearch:
         pace = self.model_build_s / self.model_prior_s if self.model_prior_s else 1.0
         return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_path_arguments(ctx))
 
-    def build(self, i: int, ctx: ShapeContext) -> HighsModel:
+    def build(self, i: int, ctx: ShapeContext, learn: bool = True) -> HighsModel:
         """Shape i's model over ctx's buildings, translated to HiGHS; its stream paths are run first and timed
-        apart (they are kept for every later shape of the same pipeline), so that the pace learns builds alone."""
+        apart (they are kept for every later shape of the same pipeline), so that the pace learns builds alone
+        (`built`; not from a model of fewer pairs than its shape's, `learn` False: it builds faster than its prior)."""
         paths = time.perf_counter()
         for args in stream_path_arguments(ctx):
             stream_paths(*args)
@@ -384,14 +397,15 @@ class ShapeSearch:
                         held_rate_floor_usd_s(instance, ctx.shape, ctx.buildings) if priced_rows_needed(
                             instance.search) else 0.0)
         model = HighsModel(build_model(ctx, floors))
-        self.built(ctx, time.perf_counter() - built)
+        self.built(ctx, time.perf_counter() - built, learn)
         return model
 
-    def built(self, ctx: ShapeContext, seconds: float) -> None:
+    def built(self, ctx: ShapeContext, seconds: float, learn: bool = True) -> None:
         """Count ctx's model built in `seconds`; the pace learns from models over two buildings or more only (one
-        building's model has no cross-building rows and builds several times faster than its prior)."""
+        building's model has no cross-building rows and builds several times faster than its prior), when
+        `learn`."""
         self.build_s += seconds
-        if len(ctx.buildings) > 1:
+        if learn and len(ctx.buildings) > 1:
             self.model_build_s += seconds
             self.model_prior_s += build_prior_s(ctx)
 
@@ -522,17 +536,21 @@ class ShapeSearch:
         """Solve shape i's restrictions (`patterns.restrictions`: its MILP over the buildings DP-out fills, then over
         those PP-out uses), each first with its patterns' cells fixed, then free, each solve within PATTERN_NODES
         and `pattern_s`; once per shape in the search (and again, within `time_limit_s`, in the rescue). Their bounds
-        hold for the restrictions only, so only their incumbents are kept."""
+        hold for the restrictions only, so only their incumbents are kept, and in the search a restriction's model
+        holds only the shape's RESTRICTION_PAIRS open pairs of least bound (the rescue's, every pair: it needs any
+        plan)."""
         if time_limit_s is None:
             if i in self.restrictions_tried:
                 return
             self.restrictions_tried.add(i)
         ctx = self.ctx(i)
-        for restriction in restrictions(ctx):
-            sub = replace(ctx, routes=ctx.routes.among(restriction.buildings))
+        pairs = ctx.pairs if time_limit_s is not None else [pair for _, pair in sorted(
+            self.open_pairs(i), key=lambda item: item[0])[:RESTRICTION_PAIRS]]
+        for restriction in restrictions(ctx) if pairs else []:
+            sub = narrowed(ctx, restriction.buildings, pairs)
             if time_limit_s is None and not self.fits(sub):
                 return
-            model = self.build(i, sub)
+            model = self.build(i, sub, learn=len(pairs) == len(ctx.pairs))
             for cells in [*restriction.patterns, None]:
                 if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                     return  # out of time; in the rescue, a plan is all it needs
@@ -572,7 +590,7 @@ class ShapeSearch:
         """Price the incumbent's DP-out and PP-out layouts (`scaled`) on the promising shapes that scale it out
         (same TP, CP, EP and micro-batch, more GPUs), SCALED_PER_KIND of each in queue order: each in its MILP over
         the buildings it uses, with its cells, DP-out's layers and the incumbent's schedule option and DP variant
-        (where the shape offers them) fixed."""
+        (where the shape offers them) fixed, the model holding only the pairs that agree with them (`narrowed`)."""
         best = self.best
         m = best.model.model
         restore(m, best.values)
@@ -588,10 +606,12 @@ class ShapeSearch:
             scaled = make(ctx)
             if scaled is None or self.remaining() <= 0 or not self.promising(self.bounds[i]):
                 continue
-            sub = replace(ctx, routes=ctx.routes.among([k for k in ctx.buildings if k in holders(scaled.cells)]))
-            if not self.fits(sub):
+            pairs = [(o, v) for o, v in ctx.pairs
+                     if (option not in ctx.options or o == option) and (variant not in ctx.variants or v == variant)]
+            sub = narrowed(ctx, [k for k in ctx.buildings if k in holders(scaled.cells)], pairs)
+            if not pairs or not self.fits(sub):
                 continue
-            model = self.build(i, sub)
+            model = self.build(i, sub, learn=len(pairs) == len(ctx.pairs))
             if self.remaining() <= 0:
                 return
             with fixed_cells(model.model, scaled.cells), fixed_decisions(

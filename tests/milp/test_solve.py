@@ -14,6 +14,7 @@ from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
 from scaleacross_milp.milp.extract import layout_pattern
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
+from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.price import price_layout
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
@@ -339,3 +340,17 @@ def test_settling_leaves_the_least_bound_on_a_sharpened_shape(tiny):
     search.settle()
     assert min(range(len(search.bounds)), key=lambda i: search.bounds[i]) in search.sharpened
     assert search.bound > before
+
+
+def test_a_restriction_holds_only_its_shape_s_open_pair_of_least_bound(tiny):
+    # A restriction only looks for an incumbent, so its model holds one (schedule option, DP variant) pair, the
+    # shape's most promising: a model of every pair builds several times slower on deep pipelines.
+    search = two_hall_search(tiny)
+    i = next(i for i, c in enumerate(search.candidates)
+             if restrictions(search.ctx(i)) and len(search.ctx(i).pairs) > 2)
+    least = min(search.open_pairs(i), key=lambda item: item[0])[1]
+    search.try_restriction(i)
+    assert search.best is not None
+    assert search.best.ctx.pairs == [least]
+    assert (search.best.ctx.options, search.best.ctx.variants) == ([least[0]], [least[1]])
+    assert len(search.best.ctx.buildings) < len(search.ctx(i).buildings)
