@@ -16,7 +16,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.price import held_usd_per_s, iteration_cost, priced
+from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.costmodel.stream_paths import pending_s, stream_paths
 from scaleacross_milp.milp.bounds import cycle_floor_s, first_stage_lower_bound_s, held_rate_floor_usd_s
 from scaleacross_milp.milp.context import Pair, ShapeContext
@@ -75,11 +77,6 @@ SEED_SHARE = 0.2
 """Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`), raised to
 RESCUE_MIN_SECONDS (the least a solve needs to promise a plan within it) while that leaves the search at least as
 long; skipped below (`seed_seconds`)."""
-RESTRICTION_PAIRS = 1
-"""(schedule option, DP variant) pairs a restriction's model holds in the search: the shape's open ones of least bound
-(`ShapeSearch.try_restriction`). A restriction only looks for an incumbent, and a model of one pair builds and
-solves in a fraction of the time of one holding every pair (generated speedup point 41, a 32-stage shape over four
-buildings: 0.3 s against 1.2 s to build)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
 incumbent close to the pattern's optimum leaves the full MILPs (and the final gap) more room."""
@@ -532,20 +529,32 @@ class ShapeSearch:
         """The wall-clock cap of one pattern or restriction solve in the search (PATTERN_SHARE)."""
         return min(self.remaining(), PATTERN_SHARE * self.limit)
 
+    def restriction_pairs(self, i: int) -> list[Pair]:
+        """Shape i's open pairs a restriction's model holds in the search: per schedule option and per DP variant,
+        its open pair of least bound. A restriction only looks for an incumbent, and a model of so few pairs builds
+        several times faster than one of every pair (generated speedup point 41, a 32-stage shape over three
+        buildings: 0.4 s against 1.35 s); every option and every variant stays, since a pattern's cells may suit
+        one option's layer granularity or one variant's memory and not another's (the one pair of least bound left
+        generated medium seed 10 without any plan in 5 s)."""
+        by_option: dict[ScheduleOption, Pair] = {}
+        by_variant: dict[DPVariant, Pair] = {}
+        for _, pair in sorted(self.open_pairs(i), key=lambda item: item[0]):
+            by_option.setdefault(pair[0], pair)
+            by_variant.setdefault(pair[1], pair)
+        return list(dict.fromkeys([*by_option.values(), *by_variant.values()]))
+
     def try_restriction(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's restrictions (`patterns.restrictions`: its MILP over the buildings DP-out fills, then over
         those PP-out uses), each first with its patterns' cells fixed, then free, each solve within PATTERN_NODES
         and `pattern_s`; once per shape in the search (and again, within `time_limit_s`, in the rescue). Their bounds
         hold for the restrictions only, so only their incumbents are kept, and in the search a restriction's model
-        holds only the shape's RESTRICTION_PAIRS open pairs of least bound (the rescue's, every pair: it needs any
-        plan)."""
+        holds only `restriction_pairs` (the rescue's, every pair: it needs any plan)."""
         if time_limit_s is None:
             if i in self.restrictions_tried:
                 return
             self.restrictions_tried.add(i)
         ctx = self.ctx(i)
-        pairs = ctx.pairs if time_limit_s is not None else [pair for _, pair in sorted(
-            self.open_pairs(i), key=lambda item: item[0])[:RESTRICTION_PAIRS]]
+        pairs = ctx.pairs if time_limit_s is not None else self.restriction_pairs(i)
         for restriction in restrictions(ctx) if pairs else []:
             sub = narrowed(ctx, restriction.buildings, pairs)
             if time_limit_s is None and not self.fits(sub):
