@@ -23,6 +23,9 @@ prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshar
 the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
     dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])   (dp_load)
     gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
+An HSDP shard group straddling a stage's two buildings (`choices`) gathers its parameters as FSDP does: dp, gxm and
+gx1 add sum_{(s,t): a in R(s,t)} G' straddled_gb[s,t] (straddled_gb0 in gx1; G' = `volumes.straddle_volumes`' per
+step, per microbatch and first gathers; `add_straddle_state`), zero unless the chosen variant is HSDP.
 A link's time is concave in the units that cross it (`costmodel.network.price_lines`): line k of link l under
 transport t prices L GB made of units of at most u GB as (a_k u + b_k L) / c_l; `line_rows` picks a line per arc
 and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, needs none). Rows link_time
