@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class DPVariant:
     """A DP mode with its replica count: HSDP shards over dp*cp/replicas ranks and replicates `replicas` times
-    (each shard group inside one building); every other mode has replicas == 1."""
+    (a stage's shard groups formed from its cells building by building, so one may straddle two buildings); every
+    other mode has replicas == 1."""
 
     mode: DPMode
     replicas: int = 1
