@@ -69,13 +69,18 @@ SETTLE_SHARE = 0.05
 """Share of the limit kept for `ShapeSearch.settle`, which prices and sharpens the shapes with the least bounds once
 the search stops: pricing takes about 1.5 ms a shape on the 131k-GPU instances, and whether the last few were priced
 moved the 131k-GPU Llama 3 405B's reported bound at 10 s between 2.07 s and 3.34 s from run to run."""
-RESCUE_SHARE = 0.05
-"""When the limit ends before any plan, pattern solves go on for at most this share of the limit past it."""
-RESCUE_MIN_SECONDS = 0.5
-"""... and each rescue pattern solve gets at least this long, so a plan comes back even under a tiny limit."""
+RESCUE_RESERVE = 0.25
+"""While no plan is found, the search stops this share of the limit early and leaves it to the rescue
+(`ShapeSearch.rescue`), which ends at the limit: the rescue's first model build cannot be interrupted, and a search
+that ran to the limit before it overran a 0.5 s limit by 40-70 % (the 131k-GPU instances, metro)."""
+RESCUE_FLOOR_S = 0.1
+"""Each rescue solve gets at least this long, so a plan comes back even under a limit shorter than screening (its
+models are restrictions with few pairs: 0.001-0.01 s solves on the 131k-GPU instances)."""
+SEED_MIN_SECONDS = 0.5
+"""The least the seed's solve gets (`SEED_SHARE`)."""
 SEED_SHARE = 0.2
 """Share of the limit first spent solving the instance restricted to its strongest building (`seed_plan`), raised to
-RESCUE_MIN_SECONDS (the least a solve needs to promise a plan within it) while that leaves the search at least as
+SEED_MIN_SECONDS (the least a solve needs to promise a plan within it) while that leaves the search at least as
 long; skipped below (`seed_seconds`)."""
 PATTERN_GAP = 0.1
 """A pattern solve's gap, as a fraction of the requested gap: with its placement fixed the MILP is small, and an
@@ -290,8 +295,9 @@ class ShapeSearch:
 
     def remaining(self) -> float:
         """Seconds left for the search: the limit less what polishing the incumbent will take (`polish_s`) and
-        SETTLE_SHARE of it (`settle`)."""
-        return self.limit * (1 - SETTLE_SHARE) - self.elapsed() - self.polish_s
+        SETTLE_SHARE of it (`settle`), and while there is no plan less RESCUE_RESERVE of it (`rescue`)."""
+        reserve = RESCUE_RESERVE if self.best is None else 0.0
+        return self.limit * (1 - SETTLE_SHARE - reserve) - self.elapsed() - self.polish_s
 
     def settle(self) -> None:
         """Raise the bound over the searched space in the time kept for it (SETTLE_SHARE): price, then sharpen,
@@ -543,18 +549,18 @@ class ShapeSearch:
             by_variant.setdefault(pair[1], pair)
         return list(dict.fromkeys([*by_option.values(), *by_variant.values()]))
 
-    def try_restriction(self, i: int, time_limit_s: float | None = None) -> None:
+    def try_restriction(self, i: int, time_limit_s: float | None = None, every_pair: bool = False) -> None:
         """Solve shape i's restrictions (`patterns.restrictions`: its MILP over the buildings DP-out fills, then over
         those PP-out uses), each first with its patterns' cells fixed, then free, each solve within PATTERN_NODES
         and `pattern_s`; once per shape in the search (and again, within `time_limit_s`, in the rescue). Their bounds
-        hold for the restrictions only, so only their incumbents are kept, and in the search a restriction's model
-        holds only `restriction_pairs` (the rescue's, every pair: it needs any plan)."""
+        hold for the restrictions only, so only their incumbents are kept, and a restriction's model holds only
+        `restriction_pairs` (every pair with `every_pair`: the rescue's last resort)."""
         if time_limit_s is None:
             if i in self.restrictions_tried:
                 return
             self.restrictions_tried.add(i)
         ctx = self.ctx(i)
-        pairs = ctx.pairs if time_limit_s is not None else self.restriction_pairs(i)
+        pairs = ctx.pairs if every_pair else self.restriction_pairs(i)
         for restriction in restrictions(ctx) if pairs else []:
             sub = narrowed(ctx, restriction.buildings, pairs)
             if time_limit_s is None and not self.fits(sub):
@@ -569,14 +575,25 @@ class ShapeSearch:
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns that use every building (the others are solved in its restrictions) on its
-        full model, each within PATTERN_NODES and `pattern_s` (`time_limit_s` when given)."""
+        full model, each within PATTERN_NODES and `pattern_s`; in the rescue (`time_limit_s` given, each solve
+        within it) on a model of its `restriction_pairs` only, which builds several times faster."""
         self.patterns_tried.add(i)
-        for pattern in Pattern:
-            cells = pattern_cells(self.ctx(i), pattern)
-            if cells is not None and spans_all(self.ctx(i), cells) and (
-                    time_limit_s is not None or self.remaining() > 0):
-                with fixed_cells(self.model(i).model, cells):
-                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s())
+        ctx = self.ctx(i)
+        fixings = [cells for cells in (pattern_cells(ctx, pattern) for pattern in Pattern)
+                   if cells is not None and spans_all(ctx, cells)]
+        if not fixings:
+            return
+        restricted = None
+        if time_limit_s is not None:
+            sub = narrowed(ctx, ctx.buildings, self.restriction_pairs(i))
+            restricted = self.build(i, sub, learn=False), sub
+        for cells in fixings:
+            if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
+                return
+            model = self.model(i) if restricted is None else restricted[0]
+            with fixed_cells(model.model, cells):
+                self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s(),
+                           restricted=restricted)
 
     def scaling_out(self, shape: Shape) -> list[int]:
         """Open, promising candidates with the same TP, CP, EP and micro-batch as `shape` over more GPUs, in queue
@@ -686,19 +703,28 @@ class ShapeSearch:
         self.models.clear()
 
     def rescue(self) -> None:
-        """The limit ended without a plan (screening ate it): the restrictions (their patterns first) of the shapes
-        already priced, then the restrictions and patterns of the shapes in bound order (each priced when it reaches
-        the front), until one gives a plan,
-        while the time is within RESCUE_SHARE of the limit past it (at least one shape whose patterns fit its
-        buildings)."""
-        deadline = self.limit * (1 + RESCUE_SHARE)
+        """The search ended without a plan (screening ate the time, or no restriction or pattern tried had one): the
+        restrictions of the shapes already priced (smallest models first), then the restrictions and patterns of the
+        shapes in bound order (each priced when it reaches the front), until one gives a plan, while the limit lasts
+        (each solve at least RESCUE_FLOOR_S; at least one shape whose patterns fit its buildings). Each model holds
+        only the shape's `restriction_pairs` (it builds several times faster), and a restriction is solved over every
+        pair when those give no plan."""
         self.report(Phase.rescue)
+
+        def left() -> float:
+            return max(RESCUE_FLOOR_S, self.limit - self.elapsed())
+
+        def restricted(i: int) -> None:
+            self.try_restriction(i, left())
+            if self.best is None and len(self.restriction_pairs(i)) < len(self.ctx(i).pairs):
+                self.try_restriction(i, left(), every_pair=True)
+
         priced = [i for i, candidate in enumerate(self.candidates) if candidate.ctx is not None
                   and i not in self.closed and not math.isinf(self.bounds[i])
                   and self.restriction_extent(i) < extent(candidate.ctx)]
         for i in sorted(priced, key=lambda i: (self.restriction_extent(i), self.key(i))):  # smallest models first
-            self.try_restriction(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
-            if self.best is not None or self.elapsed() >= deadline:
+            restricted(i)
+            if self.best is not None or self.elapsed() >= self.limit:
                 return
         queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
         heapq.heapify(queue)
@@ -711,10 +737,10 @@ class ShapeSearch:
                 continue
             if not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
                 continue
-            self.try_restriction(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
+            restricted(i)
             if self.best is None:
-                self.try_patterns(i, max(RESCUE_MIN_SECONDS, deadline - self.elapsed()))
-            if self.best is not None or self.elapsed() >= deadline:
+                self.try_patterns(i, left())
+            if self.best is not None or self.elapsed() >= self.limit:
                 return
 
 
@@ -817,9 +843,9 @@ def reprice(highs: HighsModel, objective: float, time_limit_s: float, threads: i
 
 
 def seed_seconds(limit_s: float) -> float:
-    """The seed's budget (`SEED_SHARE`): max(SEED_SHARE limit, RESCUE_MIN_SECONDS) when that is at most half the
+    """The seed's budget (`SEED_SHARE`): max(SEED_SHARE limit, SEED_MIN_SECONDS) when that is at most half the
     limit, else 0 (no seed)."""
-    seconds = max(SEED_SHARE * limit_s, RESCUE_MIN_SECONDS)
+    seconds = max(SEED_SHARE * limit_s, SEED_MIN_SECONDS)
     return seconds if seconds <= limit_s / 2 else 0.0
 
 

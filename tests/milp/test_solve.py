@@ -280,7 +280,7 @@ def test_when_the_search_beats_nothing_the_strongest_building_s_plan_comes_back_
 
 @pytest.mark.parametrize(("limit", "seconds"), [(0.5, 0.0), (0.99, 0.0), (1.0, 0.5), (2.0, 0.5), (10.0, 2.0)])
 def test_the_seed_gets_a_share_of_the_limit_at_least_what_promises_a_plan(limit, seconds):
-    # SEED_SHARE (20 %) of the limit, raised to RESCUE_MIN_SECONDS (0.5 s) while that leaves half the limit to the
+    # SEED_SHARE (20 %) of the limit, raised to SEED_MIN_SECONDS (0.5 s) while that leaves half the limit to the
     # search: a 2 s solve seeds for 0.5 s rather than not at all.
     assert seed_seconds(limit) == pytest.approx(seconds)
 
