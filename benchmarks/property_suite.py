@@ -48,7 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
+from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.bounds import stage_memory
 from scaleacross_milp.milp.context import ShapeContext, shape_context
@@ -199,9 +199,9 @@ def _variant(layout: Layout) -> DPVariant:
 def pattern_layout(ctx: ShapeContext, base: Layout, cells: Cells, layers: list[int]) -> Layout | None:
     """A layout of ctx's shape with base's schedule and DP mode, `cells` and `layers` per stage, and the most
     efficient transport per link; None when outside the searched space or beyond a building's HBM."""
-    shape, search = ctx.shape, ctx.instance.search
+    shape = ctx.shape
     option, variant = _option(base), _variant(base)
-    allowed = schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches)
+    allowed = searched_options(ctx.instance, shape)
     if shape.pp > 1 and option not in allowed or variant not in ctx.variants:
         return None
     if shape.pp == 1:

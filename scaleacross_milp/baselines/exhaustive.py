@@ -43,7 +43,7 @@ from typing import TypeAlias
 from scaleacross_milp.baselines.pricing import priced, replay_s
 from scaleacross_milp.baselines.result import BaselineResult, Kind
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
+from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
 from scaleacross_milp.milp.context import dp_variants
 from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.spec.instance import Instance
@@ -93,7 +93,7 @@ def families(instance: Instance) -> list[Family]:
     buildings = len(instance.topology.buildings)
     found = []
     for shape in enumerate_shapes(instance):
-        options = [o for o in schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches)
+        options = [o for o in searched_options(instance, shape)
                    if layers % o.layer_granularity == 0 and layers >= o.layer_granularity * shape.pp]
         variants = dp_variants(search.dp_modes, shape.cells_per_stage, buildings)
         found += [Family(shape, o, v) for o in options for v in variants]

@@ -19,7 +19,7 @@ from scaleacross_milp.baselines.exhaustive import transport_choices
 from scaleacross_milp.baselines.pricing import priced, replay_s
 from scaleacross_milp.baselines.production import production
 from scaleacross_milp.baselines.result import BaselineResult, Kind, Step
-from scaleacross_milp.costmodel.schedule import schedule_options
+from scaleacross_milp.costmodel.schedule import searched_options
 from scaleacross_milp.milp.context import dp_variants
 from scaleacross_milp.milp.solve import solve_instance
 from scaleacross_milp.spec.instance import Instance
@@ -70,7 +70,7 @@ def best_placement(instance: Instance, layout: Layout, time_limit_s: float | Non
 def schedule_candidates(instance: Instance, layout: Layout) -> list[Layout]:
     """`layout` under every schedule option and DP variant of the searched space its layer split admits."""
     search, shape = instance.search, layout.shape
-    options = [o for o in schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches)
+    options = [o for o in searched_options(instance, shape)
                if all(s.layers % o.layer_granularity == 0 for s in layout.stages)]
     variants = dp_variants(search.dp_modes, shape.cells_per_stage, len(instance.topology.buildings))
     return [layout.model_copy(update={

@@ -58,6 +58,24 @@ class ScheduleActions:
         return [s for s in range(self.stages) if self.rank_of[s] == rank]
 
 
+def unpaired_ops(order: tuple[Action, ...]) -> set[int]:
+    """Positions in one rank's `order` of the ops no merged forward-backward pair holds (Megatron-core's
+    overlap_moe_expert_parallel_comm, Training): walking the order, an op pairs with the next when one is a forward
+    and the other a backward (B or I) of another (stage, microbatch), the backward not waiting on that forward. So
+    interleaved 1F1B pairs each steady-state F(k + w) with B(k) and leaves its w warm-up forwards and w cool-down
+    backwards alone; with one rank (F0 B0 F1 B1 ...) B(i) pairs with F(i + 1), leaving F0 and the last B."""
+    alone, k = set(), 0
+    while k < len(order):
+        a, b = order[k], order[k + 1] if k + 1 < len(order) else None
+        kinds = {a.kind, b.kind} if b is not None else set()
+        if kinds in ({"F", "B"}, {"F", "I"}) and (a.stage, a.microbatch) != (b.stage, b.microbatch):
+            k += 2
+        else:
+            alone.add(k)
+            k += 1
+    return alone
+
+
 def _one_f_one_b(p: int, m: int, r: int, split: bool, delay_w: int) -> list[Action]:
     """1F1B on rank r (warmup p-1-r forwards); with `split`, B becomes I and W, each W deferred by
     `delay_w` microbatches (ZB-H1 defers r on rank r: the fill a rank skips is spent on W later, so the

@@ -13,6 +13,9 @@ Per GPU of a stage cell, one microbatch:
                  22 backward)
   TP comm        comm.tp_comm, exposed whole or, under training.tp_comm_overlap, max(0, comm - GEMM) per op
                  with the GEMMs of compute.tp_gemm_flops (`_tp_exposed`)
+  EP comm        comm.ep_comm, exposed; under training.overlap_moe_expert_parallel_comm (EP > 1) the layer is the
+                 steady state's merged pair's, less comm.ep_hidden (GPUCosts.ep_hidden: what an op outside a pair,
+                 a warm-up forward or a cool-down backward, adds back)
   p2p (intra)    b*s*h*beta/(tp*cp) per GPU (scatter-gather), nvlink if two cells fit one NVLink domain
   optimizer      owned params * (2*beta + g + 2*o) bytes / (hbm * HBM_EFF)  (read w, g, m, v; write w, m, v)
   embedding / head DP  the layers' DP sync, all-gather and optimizer formulas at V*h/tp dense parameters
@@ -41,11 +44,13 @@ from scaleacross_milp.costmodel.comm import (
     AlphaBetaModel,
     cp_comm,
     ep_comm,
+    ep_hidden,
     group_tier,
     tp_comm,
 )
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes, ShapeCosts
 from scaleacross_milp.costmodel.dp import IntraDPSync, dp_rings
+from scaleacross_milp.costmodel.schedule import overlaps_ep
 from scaleacross_milp.spec.hardware import GPUType
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.model import ModelSpec
@@ -90,8 +95,10 @@ def _tp_exposed(model: ModelSpec, training: Training, comm: CollectiveModel, tie
 
 def _layer_times(
     model: ModelSpec, shape: Shape, training: Training, gpu: GPUType, comm: CollectiveModel
-) -> tuple[OpTimes, OpTimes, OpTimes]:
-    """(average layer incl. exposed comm, its TP+CP part, its EP part) per GPU, one microbatch."""
+) -> tuple[OpTimes, OpTimes, OpTimes, OpTimes]:
+    """(average layer incl. exposed comm, its TP+CP part, its EP part, the EP part merged pairs hide) per GPU, one
+    microbatch; under `schedule.overlaps_ep` the layer is the steady state's, less what the pairs hide
+    (`comm.ep_hidden`)."""
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
     moe_share = len(model.moe_layer_indices()) / model.layers
@@ -137,7 +144,12 @@ def _layer_times(
         + ep_bi,
         backward_weight_s=t_flops(flops.backward_weight),
     )
-    return layer, tp_cp, ep_times
+    if not overlaps_ep(training, shape):
+        return layer, tp_cp, ep_times, OpTimes(0.0, 0.0, 0.0)
+    hidden = OpTimes(*ep_hidden(ep_f, ep_bi, layer.total_s - ep_f - ep_bi), 0.0)
+    steady = OpTimes(layer.forward_s - hidden.forward_s, layer.backward_input_s - hidden.backward_input_s,
+                     layer.backward_weight_s)
+    return steady, tp_cp, ep_times, hidden
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,7 @@ class CellCosts:
     layer: OpTimes
     tp_cp_comm: OpTimes
     ep_comm: OpTimes
+    ep_hidden: OpTimes
     first_stage_extra: OpTimes
     last_stage_extra: OpTimes
     p2p_intra_s: float
@@ -202,7 +215,7 @@ def cell_costs(instance: Instance, shape: Shape, gpu_name: str, tables: Instance
     s, b, beta = training.seq_len, shape.micro_batch, training.bytes_per_element
     split = shape.tp * shape.cp
     tp_tier = group_tier(split, gpu)
-    layer, tp_cp, ep = _layer_times(model, shape, training, gpu, comm)
+    layer, tp_cp, ep, hidden = _layer_times(model, shape, training, gpu, comm)
 
     act = b * s * model.hidden * beta / split
     emb_rs = comm.time_s("reduce_scatter", tp_tier, shape.tp, act * shape.tp)
@@ -226,7 +239,7 @@ def cell_costs(instance: Instance, shape: Shape, gpu_name: str, tables: Instance
         backward_weight_s=t_head(head.backward_weight),
     )
     p2p = comm.time_s("p2p", group_tier(2 * shape.cell_gpus, gpu), 2, b * s * model.hidden * beta / split)
-    tables.cells[key] = CellCosts(layer, tp_cp, ep, first, last, p2p)
+    tables.cells[key] = CellCosts(layer, tp_cp, ep, hidden, first, last, p2p)
     return tables.cells[key]
 
 
@@ -248,6 +261,7 @@ def _building_costs(
         layer=cell.layer,
         tp_cp_comm=cell.tp_cp_comm,
         ep_comm=cell.ep_comm,
+        ep_hidden=cell.ep_hidden,
         first_stage_extra=cell.first_stage_extra,
         last_stage_extra=cell.last_stage_extra,
         p2p_intra_s=cell.p2p_intra_s,

@@ -121,6 +121,21 @@ def cp_comm(
 
 def ep_comm(model: CollectiveModel, tier: Tier, ep: int, dispatch_bytes: float) -> LayerComm:
     """Per MoE layer two all-to-alls forward (dispatch, combine) and two backward, each with per-rank
-    buffer S = b*s*k*h*beta/(tp*cp) (moving (ep-1)/ep of it). Not overlapped (exposed)."""
+    buffer S = b*s*k*h*beta/(tp*cp) (moving (ep-1)/ep of it). Exposed, but for what merged forward-backward pairs
+    hide under Training.overlap_moe_expert_parallel_comm (`ep_hidden`)."""
     one = model.time_s("all_to_all", tier, ep, dispatch_bytes)
     return LayerComm(2 * one, 2 * one)
+
+
+def ep_hidden(ep_forward_s: float, ep_backward_s: float, compute_s: float) -> tuple[float, float]:
+    """What one merged steady-state pair hides of one layer's EP all-to-alls under
+    Training.overlap_moe_expert_parallel_comm: the pair runs a layer's forward and another microbatch's backward,
+    each one's all-to-alls on the comm stream behind the other's compute, so it hides
+        h = min(e_F + e_B, c)    (e_F, e_B: the forward's and the backward's all-to-alls; c: the pair's compute,
+                                  F + I + W less e_F + e_B)
+    returned split over the forward and the backward in proportion to e_F and e_B."""
+    exposed = ep_forward_s + ep_backward_s
+    if exposed <= 0:
+        return 0.0, 0.0
+    share = min(exposed, max(0.0, compute_s)) / exposed
+    return ep_forward_s * share, ep_backward_s * share

@@ -59,11 +59,16 @@ class GPUCosts:
 
     layer: OpTimes
     """One average transformer layer (dense/MoE mix weighted by the model's layer counts), one microbatch, per
-    GPU: compute incl. recomputation plus non-overlapped TP/CP/EP communication inside the building."""
+    GPU: compute incl. recomputation plus non-overlapped TP/CP/EP communication inside the building (less
+    `ep_hidden`: the steady state's merged pairs)."""
     tp_cp_comm: OpTimes
     """The part of `layer` that is TP + CP communication (exposed, per average layer)."""
     ep_comm: OpTimes
-    """The part of `layer` that is EP all-to-all (MoE layers' share of the average layer)."""
+    """The EP all-to-alls of the average layer (MoE layers' share), exposed but for `ep_hidden`."""
+    ep_hidden: OpTimes
+    """What the steady state's merged forward-backward pairs hide of `ep_comm` under
+    Training.overlap_moe_expert_parallel_comm (`costmodel.comm.ep_hidden`; zero otherwise): `layer` excludes it, as
+    the pairs run, and an op outside a pair (a warm-up forward, a cool-down backward) takes it on top."""
     first_stage_extra: OpTimes
     """Embedding work on pipeline stage 0, one microbatch."""
     last_stage_extra: OpTimes
@@ -90,7 +95,7 @@ class GPUCosts:
     @property
     def layer_comm_s(self) -> float:
         """The part of layer.total_s that is TP + CP + EP communication (for the breakdown)."""
-        return self.tp_cp_comm.total_s + self.ep_comm.total_s
+        return self.tp_cp_comm.total_s + self.ep_comm.total_s - self.ep_hidden.total_s
 
 
 @dataclass(frozen=True)

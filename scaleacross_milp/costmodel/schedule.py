@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scaleacross_milp.costmodel.costs import OpTimes
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import Schedule
+from scaleacross_milp.spec.training import Training
 
 
 @lru_cache(maxsize=1024)
@@ -79,6 +82,14 @@ class ScheduleOption:
         """Times one microbatch hops from the last rank back to rank 0 per direction."""
         return self.chunks - 1 if self.schedule is Schedule.interleaved else 0
 
+    def unpaired_pairs(self, p: int) -> float:
+        """What the ops outside the merged forward-backward pairs (the warm-up forwards, the cool-down backwards) add
+        to the makespan under Training.overlap_moe_expert_parallel_comm, in units of one rank's hidden EP time per
+        microbatch (one pair per chunk): p, whatever the chunks per rank, as replaying the orders with compute alone
+        finds (the fill and the drain cross every rank outside pairs; tests/verify/test_ep_overlap.py pins it for p
+        of 1-8 and v of 1-4)."""
+        return float(p)
+
     @property
     def layer_granularity(self) -> int:
         """Layers per rank must be a multiple of this (one whole layer per chunk at least)."""
@@ -104,17 +115,20 @@ class ScheduleOption:
 
 
 def schedule_options(
-    schedules: list[Schedule], interleave_chunks: list[int], pp: int, microbatches: int
+    schedules: list[Schedule], interleave_chunks: list[int], pp: int, microbatches: int, ep_overlap: bool = False
 ) -> list[ScheduleOption]:
     """Schedules applicable to a shape. Without pipelining (pp == 1) there is a single option (1F1B
     degenerates to gradient accumulation); interleaving needs microbatches % pp == 0 (as in Megatron-LM);
     ZB-H1 needs microbatches >= pp, below which no weight-gradient work fills the bubble, and ZB-V
     microbatches >= 2 pp - 1, below which its V-shaped order idles well beyond the bubble formula (the verifier's
-    replay of p = 7, m = 8 idles 2.6x the formula)."""
+    replay of p = 7, m = 8 idles 2.6x the formula). With `ep_overlap` (`overlaps_ep`) only interleaving, as
+    Megatron-core asserts for its merged forward-backward pairs when pp > 1."""
     if pp == 1:
         return [ScheduleOption(Schedule.one_f_one_b)]
     options = []
     for schedule in schedules:
+        if ep_overlap and schedule is not Schedule.interleaved:
+            continue
         if schedule is Schedule.interleaved:
             if microbatches % pp == 0:
                 options += [ScheduleOption(schedule, v) for v in sorted(set(interleave_chunks)) if v > 1]
@@ -127,3 +141,16 @@ def schedule_options(
         else:
             options.append(ScheduleOption(schedule))
     return options
+
+
+def overlaps_ep(training: Training, shape: Shape) -> bool:
+    """Whether `shape` merges its steady-state forward and backward pairs to hide their EP all-to-alls
+    (Training.overlap_moe_expert_parallel_comm, with EP > 1 as Megatron-core requires)."""
+    return training.overlap_moe_expert_parallel_comm and shape.ep > 1
+
+
+def searched_options(instance: Instance, shape: Shape) -> list[ScheduleOption]:
+    """`schedule_options` of `shape` over the instance's search.schedules and search.interleave_chunks."""
+    search = instance.search
+    return schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches,
+                            overlaps_ep(instance.training, shape))

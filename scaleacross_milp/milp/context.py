@@ -12,7 +12,7 @@ from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts
 from scaleacross_milp.costmodel.memory import ShapeMemory
 from scaleacross_milp.costmodel.network import PriceLine, fastest_nic_byte_s, link_efficiency, price_lines
-from scaleacross_milp.costmodel.schedule import ScheduleOption, schedule_options
+from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
@@ -319,7 +319,7 @@ class ShapeContext:
 def shape_options(instance: Instance, shape: Shape, buildings: int) -> tuple[list[ScheduleOption], list[DPVariant]]:
     """The schedule options and DP variants the instance allows for a shape."""
     search = instance.search
-    return (schedule_options(search.schedules, search.interleave_chunks, shape.pp, shape.microbatches),
+    return (searched_options(instance, shape),
             dp_variants(search.dp_modes, shape.cells_per_stage, buildings))
 
 

@@ -84,19 +84,20 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     bubble = max(0.0, opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle))
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
-    pipe = mb * cycle + bubble + 2 * latency + _val(m.fill_sends)
+    unpaired = _val(m.ep_unpaired) if hasattr(m, "ep_unpaired") else 0.0
+    pipe = mb * cycle + bubble + 2 * latency + _val(m.fill_sends) + unpaired
     dp = _val(m.dp_exposed)
     gathers = mb * max(0.0, min(_val(m.gather), cycle) - stage_s)  # cycle time the comm stream adds
     dp += _val(m.gather0) + gathers
     optimizer = _val(m.opt)
-    exposed_pp = max(0.0, pipe - mb * stage_s - bubble - gathers)
+    exposed_pp = max(0.0, pipe - mb * stage_s - bubble - gathers - unpaired)
     remainder = max(0.0, _val(m.T) - pipe - dp - optimizer)
     busiest = max(links, key=lambda use: use.busy_s, default=None)
     if busiest is not None and busiest.pp_gbyte >= busiest.dp_gbyte:
         exposed_pp += remainder
     else:
         dp += remainder
-    return Breakdown(compute_s=mb * stage_s * (1 - comm_share), exposed_tp_ep_s=mb * stage_s * comm_share,
+    return Breakdown(compute_s=mb * stage_s * (1 - comm_share), exposed_tp_ep_s=mb * stage_s * comm_share + unpaired,
                      bubble_s=bubble, exposed_pp_s=exposed_pp, exposed_dp_s=dp, optimizer_s=optimizer)
 
 

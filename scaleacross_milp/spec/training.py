@@ -91,6 +91,11 @@ class Training(Contract):
     pre-hook waits for its bucket), so a chunk's first forward waits only for its first bucket and for what the
     gather stream falls behind the forward; off, the all-gather runs after the optimizer step, exposed
     (costmodel.dp.params_gathered_at_end).
+    `overlap_moe_expert_parallel_comm` (Megatron-core `--overlap-moe-expert-parallel-comm`, batch-level overlap,
+    MCore 0.14; DualPipe's forward-backward overlap): in the steady state each forward runs merged with another
+    microbatch's backward, and each one's EP all-to-alls run behind the other's compute; the warm-up forwards and
+    cool-down backwards have no partner and expose theirs (costmodel.comm.ep_hidden). As in Megatron-core it needs
+    interleaved 1F1B when PP > 1 (shapes with EP > 1 keep only interleaved schedules) and no full recompute.
     """
 
     seq_len: PositiveInt = Field(le=MAX_SEQ_LEN)
@@ -117,6 +122,10 @@ class Training(Contract):
     overlap_param_gather: bool = Field(False, description=(
         "Megatron-core overlap_param_gather (zero1 mode): the updated parameters all-gathered bucket by bucket "
         "behind the next forward; off, after the optimizer step, exposed"))
+    overlap_moe_expert_parallel_comm: bool = Field(False, description=(
+        "Megatron-core --overlap-moe-expert-parallel-comm: each steady-state forward merged with another "
+        "microbatch's backward, their EP all-to-alls behind each other's compute; with EP > 1 and PP > 1 only "
+        "interleaved schedules; not with full recompute"))
 
     @model_validator(mode="after")
     def _batch_given_once(self) -> Training:
@@ -134,6 +143,13 @@ class Training(Contract):
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise ValueError("tp_comm_overlap needs sequence_parallel (Megatron-LM overlaps the all-gathers and "
                              "reduce-scatters of sequence parallelism)")
+        return self
+
+    @model_validator(mode="after")
+    def _ep_overlap_without_full_recompute(self) -> Training:
+        if self.overlap_moe_expert_parallel_comm and self.recompute is Recompute.full:
+            raise ValueError("overlap_moe_expert_parallel_comm does not run with full recompute (Megatron-core "
+                             "asserts it: the merged forward-backward pairs need the forward's activations)")
         return self
 
     @property

@@ -19,7 +19,7 @@ from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.actions import ScheduleActions, build_actions, read_csv
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.schedule import ScheduleOption
+from scaleacross_milp.costmodel.schedule import ScheduleOption, overlaps_ep
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Layout, PipelineRoute, Shape, StageMemoryUse, StagePlacement
@@ -96,6 +96,10 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
         raise InputError(f"shape: dp ({shape.dp}) must be a multiple of ep ({shape.ep})")
     _check_batch(instance, shape)
     schedule, actions = _actions(layout, base_dir)
+    if overlaps_ep(instance.training, shape) and shape.pp > 1 and schedule not in (None, Schedule.interleaved):
+        raise InputError(f"schedule: {schedule.value} with PP {shape.pp} and EP {shape.ep}: "
+                         "training.overlap_moe_expert_parallel_comm needs the interleaved schedule when PP > 1 "
+                         "(Megatron-core asserts it)")
     variant = _variant(layout)
     stages = list(layout.stages) if layout.stages is not None else _one_building(instance, layout, actions, notes)
     _check_stages(instance, layout, stages, actions)

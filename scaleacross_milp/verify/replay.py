@@ -2,7 +2,9 @@
 
 The iteration is a graph of operations; an operation starts when all its predecessors have finished:
   compute stream of each rank   the schedule's actions in order (F, I, W, B), each send's local cost after
-                                the action producing it; then the optimizer step once DP sync is done
+                                the action producing it; then the optimizer step once DP sync is done (under
+                                overlap_moe_expert_parallel_comm the warm-up forwards and cool-down backwards,
+                                outside the merged pairs, take their hidden EP all-to-alls on top: StageWork.op_s)
   data dependencies             F(s, i) needs the activation of F(s-1, i); I/B(s, i) the gradient of
                                 I/B(s+1, i) (F(S-1, i) on the last stage); W(s, i) needs I(s, i)
   transfers                     a send to another building is a fluid flow (verify.network) of pipelines x
@@ -39,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import permutations
 
-from scaleacross_milp.costmodel.actions import Action
+from scaleacross_milp.costmodel.actions import Action, unpaired_ops
 from scaleacross_milp.costmodel.dp import exchange_connections
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Topology
@@ -193,6 +195,7 @@ class _Builder:
         work = self.w.rank(building, rank)
         track, comm_track = self._track(g, rank), self._track(g, rank) + " comm"
         ops = actions.order[rank]
+        unpaired = unpaired_ops(ops)
         last_backward = {a.stage: k for k, a in enumerate(ops) if a.kind in ("B", "W")}
         first_forward = {}
         for k, a in enumerate(ops):
@@ -219,8 +222,8 @@ class _Builder:
                         comm = self.g.add(FIXED, stage.all_gather_s - stage.gather_wait_s, comm_track,
                                           f"all-gather {a.stage} (behind the forward)", "dp", (comm,))
                 gathers += self._cross_gathers(g, rank, a, (prefetch,))
-            duration = stage.op_s(a.kind)
-            tp_cp, ep = stage.comm_s(a.kind)
+            duration = stage.op_s(a.kind, k not in unpaired)
+            tp_cp, ep = stage.comm_s(a.kind, k not in unpaired)
             totals = [totals[0] + duration - tp_cp - ep, totals[1] + tp_cp, totals[2] + ep]
             node = self.g.add(FIXED, duration, track, str(a), _category(a.kind), (stream, *gathers))
             compute_nodes.append(node)

@@ -21,7 +21,9 @@ model's layers in order: virtual stage s runs the layers after those of virtual 
              first F, which waits only for the part `costmodel.dp.bucketed_gather_wait_s` of its layers' gathers
              says (plus the embedding's and head's, whole) while the rest runs on behind it
   optimizer  the optimizer step over the rank's layers
-The TP / CP / EP share of each op comes from the costmodel (GPUCosts.tp_cp_comm and ep_comm).
+The TP / CP / EP share of each op comes from the costmodel (GPUCosts.tp_cp_comm and ep_comm); under
+Training.overlap_moe_expert_parallel_comm an op no merged pair holds (`costmodel.actions.unpaired_ops`) takes what a
+pair hides of its EP all-to-alls (GPUCosts.ep_hidden) on top.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class StageWork:
     ops: OpTimes
     tp_cp: OpTimes
     ep: OpTimes
+    ep_hidden: OpTimes
+    """What a merged forward-backward pair hides of `ep` (GPUCosts.ep_hidden): `ops` exclude it."""
     all_gather_s: float
     gather_wait_s: float
     """The part of `all_gather_s` the chunk's first forward waits for (all of it unless zero1 gathers bucket by
@@ -60,12 +64,15 @@ class StageWork:
     """Intra-building DP synchronisation of the chunk's layers, per step."""
     optimizer_s: float
 
-    def op_s(self, kind: str) -> float:
-        return self._pick(self.ops, kind)
+    def op_s(self, kind: str, paired: bool = True) -> float:
+        """Seconds of op `kind`: as a merged pair runs it, or outside one (`paired` False: a warm-up forward or a
+        cool-down backward, `costmodel.actions.unpaired_ops`) with what a pair hides of its EP all-to-alls."""
+        return self._pick(self.ops, kind) + (0.0 if paired else self._pick(self.ep_hidden, kind))
 
-    def comm_s(self, kind: str) -> tuple[float, float]:
-        """(TP+CP, EP) seconds inside op `kind`."""
-        return self._pick(self.tp_cp, kind), self._pick(self.ep, kind)
+    def comm_s(self, kind: str, paired: bool = True) -> tuple[float, float]:
+        """(TP+CP, EP) seconds exposed inside op `kind` (`op_s`)."""
+        return self._pick(self.tp_cp, kind), self._pick(self.ep, kind) - (
+            self._pick(self.ep_hidden, kind) if paired else 0.0)
 
     @staticmethod
     def _pick(times: OpTimes, kind: str) -> float:
@@ -148,10 +155,11 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kind
     forward waits for the layers' gathers bucket by bucket, `StageWork.gather_wait_s`)."""
     variant, gpu = resolved.variant, costs.building(building)
     zero = OpTimes(0.0, 0.0, 0.0)
-    ops, tp_cp, ep = zero, zero, zero
+    ops, tp_cp, ep, hidden = zero, zero, zero, zero
     gather = grad = optimizer = 0.0
     for kind in kinds:
         ops, tp_cp, ep = _plus(ops, kind.gpu.layer), _plus(tp_cp, kind.gpu.tp_cp_comm), _plus(ep, kind.gpu.ep_comm)
+        hidden = _plus(hidden, kind.gpu.ep_hidden)
         gather += kind.gpu.gather_s_per_layer[variant]
         grad += kind.grad_bytes_per_cell
         optimizer += kind.gpu.optimizer_s_per_layer[variant]
@@ -168,7 +176,7 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kind
             wait += fixed.gather_s[variant]
             dp += fixed.dp_sync_s[variant]
             optimizer += fixed.optimizer_s[variant]
-    return StageWork(len(kinds), ops, tp_cp, ep, gather, wait, grad, dp, optimizer)
+    return StageWork(len(kinds), ops, tp_cp, ep, hidden, gather, wait, grad, dp, optimizer)
 
 
 def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers: bool = False) -> Workload:

@@ -18,8 +18,13 @@ COMPUTE_ONLY = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=Fa
 ONE_BUILDING = Topology(buildings=[{"name": "A", "gpus": 64, "gpu_type": "h100"}])
 
 
-def synthetic_makespan(actions: ScheduleActions, f: float, i: float, w: float) -> float:
-    """Makespan of `actions` when every chunk's F, I, W take f, i, w seconds and nothing else costs time."""
+NOTHING_HIDDEN = OpTimes(0.0, 0.0, 0.0)
+
+
+def synthetic_makespan(actions: ScheduleActions, f: float, i: float, w: float,
+                       hidden: OpTimes = NOTHING_HIDDEN) -> float:
+    """Makespan of `actions` when every chunk's F, I, W take f, i, w seconds in a merged pair, an op outside one
+    `hidden` more (StageWork.ep_hidden), and nothing else costs time."""
     p = actions.ranks
     layout = Layout(shape={"tp": 1, "pp": p, "dp": 1, "micro_batch": 1, "microbatches": actions.microbatches},
                     schedule=Schedule.gpipe, dp_mode=DPMode.ddp)
@@ -27,7 +32,7 @@ def synthetic_makespan(actions: ScheduleActions, f: float, i: float, w: float) -
     resolved = ResolvedLayout(layout, Schedule.gpipe, actions, DPVariant(DPMode.ddp), stages,
                               (Pattern(("A",) * p, 1),), {}, ())
     zero = OpTimes(0.0, 0.0, 0.0)
-    work = StageWork(1, OpTimes(f, i, w), zero, zero, 0.0, 0.0, 0.0, 0.0, 0.0)
+    work = StageWork(1, OpTimes(f, i, w), zero, zero, hidden, 0.0, 0.0, 0.0, 0.0, 0.0)
     ranks = {("A", r): RankWork("A", {s: work for s in actions.stages_of(r)}, 0.0, 1e9) for r in range(p)}
     return replay(Workload(resolved, None, ranks, 0.0, 0.0), ONE_BUILDING, COMPUTE_ONLY).makespan_s
 

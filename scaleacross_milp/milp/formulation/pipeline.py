@@ -47,6 +47,8 @@ the ranks' warm-up and cool-down, counted by replaying the orders with a delay p
              the arc's pipeline sends pick (`traffic.line_rows`, units of A GB, the intercept on only when some
              pipeline crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
 (rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`).
+Under Training.overlap_moe_expert_parallel_comm the makespan rows add ep_unpaired, what the warm-up forwards and
+cool-down backwards expose of the EP all-to-alls the merged pairs hide (`add_ep_unpaired`).
 Stream paths (`costmodel.stream_paths`): any path through the replay's dependency graph (each rank's ops in the
 schedule's order, a forward after the previous stage's activation arrives, a backward after the next stage's
 gradient, and a rank's sends to one peer one after another) bounds the makespan. For every schedule option, every
@@ -128,8 +130,9 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     if wrap is not None:
         terms.append(([2 * w for w in omega], m.lat[wrap]))
     m.fill_sends = pyo.Var(domain=pyo.NonNegativeReals)
-    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends, terms, m.u,
-                                                options, big))
+    unpaired = add_ep_unpaired(m, ctx, options)
+    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends - unpaired, terms,
+                                                m.u, options, big))
     add_steady_sends(m, ctx, regular, terms, big, bounds["pp_arc"])
 
     looped = [ctx.options[o].steady_state_latency_bound and ctx.options[o].schedule is not Schedule.interleaved
@@ -144,6 +147,29 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     add_rows(m, "round_trip", rows)
     add_rows(m, "interleaved_round_trip", [row for o in options if ctx.options[o].schedule is Schedule.interleaved
                                            for row in interleaved_round_trips(m, ctx, o, wrap, big)])
+
+
+def add_ep_unpaired(m: pyo.ConcreteModel, ctx: ShapeContext, options: list[int]):
+    """Var ep_unpaired and rows ep_unpaired_bound (0 and none unless some building hides EP time): under
+    Training.overlap_moe_expert_parallel_comm the layer times are the merged pairs', and the ops outside them expose
+    what a pair hides, h_k per layer on building k's GPUs (GPUCosts.ep_hidden), U_o of a stage's h per microbatch on
+    the makespan (`ScheduleOption.unpaired_pairs`):
+        ep_unpaired >= U_o h_k n[j] - M (1 - y[j,k]) - M (1 - u[o])      (M (1 - y) only when GPU types differ)"""
+    hidden = {k: ctx.gpu(k).ep_hidden.total_s for k in ctx.buildings}
+    if not any(hidden.values()):
+        return 0.0
+    p, most = ctx.shape.pp, ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    share = [ctx.options[o].unpaired_pairs(p) for o in options]
+    big = most * max(share) * max(hidden.values())
+    m.ep_unpaired = pyo.Var(domain=pyo.NonNegativeReals)
+    rows = []
+    for j in m.J:
+        for k in ctx.buildings[:1] if ctx.homogeneous else ctx.buildings:
+            relax = 0 if ctx.homogeneous else big * (1 - m.y[j, k])
+            rows += choice_lower_bounds(m.ep_unpaired + relax, [([u * hidden[k] for u in share], m.n[j])], m.u,
+                                        options, big)
+    add_rows(m, "ep_unpaired_bound", rows)
+    return m.ep_unpaired
 
 
 def interleaved_round_trips(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, wrap: int | None, big: float) -> list:
