@@ -53,6 +53,7 @@ from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.bounds import stage_memory
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.patterns import Cells, dp_out_cells, fastest_first, pp_out_cells
+from scaleacross_milp.milp.price import layout_option
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.shapes import pipeline_degrees
 from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
@@ -185,12 +186,6 @@ def replayed_s(instance: Instance, layout: Layout) -> float:
         return replay(build_workload(instance, resolve(instance, layout)), instance.topology, FULL).makespan_s
 
 
-def _option(layout: Layout) -> ScheduleOption:
-    chunks = layout.interleave if layout.schedule is Schedule.interleaved else 2 if layout.schedule is Schedule.zb_v \
-        else 1
-    return ScheduleOption(layout.schedule, chunks)
-
-
 def _variant(layout: Layout) -> DPVariant:
     return DPVariant(layout.dp_mode, layout.hsdp_replicas or 1) if layout.dp_mode is DPMode.hsdp \
         else DPVariant(layout.dp_mode)
@@ -200,7 +195,7 @@ def pattern_layout(ctx: ShapeContext, base: Layout, cells: Cells, layers: list[i
     """A layout of ctx's shape with base's schedule and DP mode, `cells` and `layers` per stage, and the most
     efficient transport per link; None when outside the searched space or beyond a building's HBM."""
     shape = ctx.shape
-    option, variant = _option(base), _variant(base)
+    option, variant = layout_option(ctx.instance, base), _variant(base)
     allowed = searched_options(ctx.instance, shape)
     if shape.pp > 1 and option not in allowed or variant not in ctx.variants:
         return None
@@ -275,7 +270,7 @@ def pp_out_layouts(instance: Instance, base: Layout) -> list[Layout]:
         cells = pp_out_cells(ctx)
         if cells is None or len({k for (_, k), n in cells.items() if n}) < 2:
             continue
-        layers = speed_layers(ctx, cells, _option(base).chunks)
+        layers = speed_layers(ctx, cells, layout_option(ctx.instance, base).chunks)
         layout = pattern_layout(ctx, base, cells, layers) if layers is not None else None
         layouts += [layout] if layout is not None else []
     return layouts

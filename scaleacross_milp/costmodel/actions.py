@@ -49,6 +49,8 @@ class ScheduleActions:
     microbatches: int
     rank_of: tuple[int, ...]
     order: tuple[tuple[Action, ...], ...]
+    merged: bool = False
+    """Whether the steady state's forward-backward pairs run merged (ScheduleOption.merged)."""
 
     @property
     def chunks(self) -> int:
@@ -97,9 +99,10 @@ def _one_f_one_b(p: int, m: int, r: int, split: bool, delay_w: int) -> list[Acti
     return ops
 
 
-def _interleaved(p: int, m: int, v: int, r: int) -> list[Action]:
+def _interleaved(p: int, m: int, v: int, r: int, merged: bool = False) -> list[Action]:
     """Megatron-LM interleaved 1F1B: forward k runs chunk (k // p) % v of microbatch (k // (p v)) p + k % p,
-    backward k the same with chunks reversed; warmup 2 (p - r - 1) + (v - 1) p forwards."""
+    backward k the same with chunks reversed; warmup 2 (p - r - 1) + (v - 1) p forwards, one more when the pairs
+    run `merged` (Megatron-core's overlap_moe_expert_parallel_comm)."""
     total = m * v
 
     def forward(k: int) -> Action:
@@ -110,7 +113,7 @@ def _interleaved(p: int, m: int, v: int, r: int) -> list[Action]:
         chunk = v - 1 - (k // p) % v
         return Action(chunk * p + r, "B", (k // (p * v)) * p + k % p)
 
-    warmup = min(2 * (p - r - 1) + (v - 1) * p, total)
+    warmup = min(2 * (p - r - 1) + (v - 1) * p + merged, total)
     ops = [forward(k) for k in range(warmup)]
     for k in range(total - warmup):
         ops += [forward(warmup + k), backward(k)]
@@ -154,22 +157,23 @@ def _zb_v(p: int, m: int, r: int) -> list[Action]:
     return [a for a in ops if a.microbatch < m]
 
 
-def build_actions(schedule: Schedule, p: int, m: int, v: int = 1) -> ScheduleActions:
-    """The action lists of a named schedule (v is the interleave chunk count; ZB-V always has 2)."""
+def build_actions(schedule: Schedule, p: int, m: int, v: int = 1, merged: bool = False) -> ScheduleActions:
+    """The action lists of a named schedule (v is the interleave chunk count; ZB-V always has 2; `merged`:
+    ScheduleOption.merged, one more warm-up forward under interleaving)."""
     if schedule is Schedule.gpipe:
         order = [[Action(r, "F", i) for i in range(m)] + [Action(r, "B", i) for i in range(m)] for r in range(p)]
         return _checked(ScheduleActions("gpipe", p, p, m, loop_map(p, 1), _freeze(order)))
     if schedule is Schedule.one_f_one_b:
         order = [_one_f_one_b(p, m, r, split=False, delay_w=0) for r in range(p)]
-        return _checked(ScheduleActions("1f1b", p, p, m, loop_map(p, 1), _freeze(order)))
+        return _checked(ScheduleActions("1f1b", p, p, m, loop_map(p, 1), _freeze(order), merged))
     if schedule is Schedule.zb_h1:
         order = [_one_f_one_b(p, m, r, split=True, delay_w=min(r, m)) for r in range(p)]
         return _checked(ScheduleActions("zb-h1", p, p, m, loop_map(p, 1), _freeze(order)))
     if schedule is Schedule.interleaved:
         if v < 2 or m % p:
             raise InputError(f"interleaved needs interleave >= 2 and microbatches ({m}) divisible by pp ({p})")
-        order = [_interleaved(p, m, v, r) for r in range(p)]
-        return _checked(ScheduleActions(f"interleaved v={v}", p, p * v, m, loop_map(p, v), _freeze(order)))
+        order = [_interleaved(p, m, v, r, merged) for r in range(p)]
+        return _checked(ScheduleActions(f"interleaved v={v}", p, p * v, m, loop_map(p, v), _freeze(order), merged))
     if schedule is Schedule.zb_v:
         order = [_zb_v(p, m, r) for r in range(p)]
         return _checked(ScheduleActions("zb-v", p, 2 * p, m, v_map(p), _freeze(order)))

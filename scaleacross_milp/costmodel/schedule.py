@@ -41,10 +41,15 @@ def v_map(p: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ScheduleOption:
-    """A schedule with its chunks per rank (v for interleaved, 2 for ZB-V, 1 otherwise)."""
+    """A schedule with its chunks per rank (v for interleaved, 2 for ZB-V, 1 otherwise), and whether its steady-state
+    forwards and backwards run merged in pairs (`merged`: Training.overlap_moe_expert_parallel_comm on a shape with
+    EP > 1, `overlaps_ep`), which under interleaving takes one more warm-up forward, as Megatron-core does so that
+    each pair's forward and backward belong to different microbatches, and under 1F1B on one rank holds two
+    microbatches (the forward of one beside the backward of the one before)."""
 
     schedule: Schedule
     chunks: int = 1
+    merged: bool = False
 
     def label(self) -> str:
         return f"{self.schedule.value} v={self.chunks}" if self.schedule is Schedule.interleaved else (
@@ -106,11 +111,11 @@ class ScheduleOption:
             held = float(microbatches)
         elif self.schedule is Schedule.interleaved:
             v = self.chunks
-            held = (2 * (pp - rank - 1) + (v - 1) * pp + 1) / v
+            held = (2 * (pp - rank - 1) + (v - 1) * pp + 1 + self.merged) / v
         elif self.schedule is Schedule.zb_v:
             held = float(pp)
         else:
-            held = float(pp - rank)
+            held = float(pp - rank + (self.merged and pp == 1))
         return min(held, float(microbatches))
 
 
@@ -124,14 +129,14 @@ def schedule_options(
     replay of p = 7, m = 8 idles 2.6x the formula). With `ep_overlap` (`overlaps_ep`) only interleaving, as
     Megatron-core asserts for its merged forward-backward pairs when pp > 1."""
     if pp == 1:
-        return [ScheduleOption(Schedule.one_f_one_b)]
+        return [ScheduleOption(Schedule.one_f_one_b, merged=ep_overlap)]
     options = []
     for schedule in schedules:
         if ep_overlap and schedule is not Schedule.interleaved:
             continue
         if schedule is Schedule.interleaved:
             if microbatches % pp == 0:
-                options += [ScheduleOption(schedule, v) for v in sorted(set(interleave_chunks)) if v > 1]
+                options += [ScheduleOption(schedule, v, ep_overlap) for v in sorted(set(interleave_chunks)) if v > 1]
         elif schedule is Schedule.zb_h1:
             if microbatches >= pp:
                 options.append(ScheduleOption(schedule))

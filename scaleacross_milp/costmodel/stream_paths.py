@@ -45,9 +45,11 @@ class StreamPath:
 
 
 @lru_cache(maxsize=256)
-def stream_paths(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[StreamPath, ...], ...]:
+def stream_paths(schedule: Schedule, p: int, m: int, v: int,
+                 merged: bool = False) -> tuple[tuple[StreamPath, ...], ...]:
     """Per boundary b (between ranks b and b + 1), the distinct longest paths for the weights of WEIGHTS of
-    `schedule` with p ranks, m microbatches and v chunks. Beyond `steady_after`(p) microbatches the paths are those of
+    `schedule` with p ranks, m microbatches and v chunks (`merged`: ScheduleOption.merged's order). Beyond
+    `steady_after`(p) microbatches the paths are those of
     fewer microbatches with their steady state repeated: the counts grow by the same amount every two
     microbatches (tests/costmodel/test_stream_paths.py checks it against the full graph); a path whose growth
     differs between the last two steps (the longest path switched branch) is left out. Interleaved 1F1B does
@@ -55,7 +57,7 @@ def stream_paths(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[Stre
     graphs = _graphs(schedule, p, m)
     if not graphs:
         return tuple(() for _ in range(p - 1))
-    found, *runs = [_graph_paths(schedule, p, n, v) for n in graphs]
+    found, *runs = [_graph_paths(schedule, p, n, v, merged) for n in graphs]
     if runs:
         found = [[_extend(path, old, (m - graphs[0]) // 2) for path, old, older in zip(now, was, earlier, strict=True)
                   if _growth(path, old) == _growth(old, older)]
@@ -63,18 +65,18 @@ def stream_paths(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[Stre
     return tuple(tuple(sorted(set(found[b]), key=lambda path: path.crossings)) for b in range(p - 1))
 
 
-_GRAPHS: dict[tuple[Schedule, int, int, int], list[list[StreamPath]]] = {}
+_GRAPHS: dict[tuple[Schedule, int, int, int, bool], list[list[StreamPath]]] = {}
 """`_graph_paths` so far: shapes with the same PP and any microbatch count past `steady_after` share three graphs."""
 OP_S = 12e-6
 """Seconds per op of a graph run (`_longest_paths`, its transfers and backtracking included) on 2 cores: what
 `pending_s` predicts (p = 32: a ZB-H1 graph of 69 microbatches, 6,624 ops, runs in 0.08-0.11 s)."""
 
 
-def _graph_paths(schedule: Schedule, p: int, m: int, v: int) -> list[list[StreamPath]]:
+def _graph_paths(schedule: Schedule, p: int, m: int, v: int, merged: bool) -> list[list[StreamPath]]:
     """`_longest_paths` of the schedule's full graph, kept in _GRAPHS."""
-    key = (schedule, p, m, v)
+    key = (schedule, p, m, v, merged)
     if key not in _GRAPHS:
-        _GRAPHS[key] = _longest_paths(build_actions(schedule, p, m, v))
+        _GRAPHS[key] = _longest_paths(build_actions(schedule, p, m, v, merged))
     return _GRAPHS[key]
 
 
@@ -86,10 +88,10 @@ def _graphs(schedule: Schedule, p: int, m: int) -> list[int]:
     return [shorter] if shorter == m else [shorter, shorter - 2, shorter - 4]
 
 
-def pending_s(schedule: Schedule, p: int, m: int, v: int) -> float:
+def pending_s(schedule: Schedule, p: int, m: int, v: int, merged: bool = False) -> float:
     """Predicted seconds `stream_paths` still needs for these arguments (0 once its graphs are kept)."""
     ops = {Schedule.zb_h1: 3, Schedule.zb_v: 6}.get(schedule, 2 * v)
-    return sum(OP_S * ops * p * n for n in _graphs(schedule, p, m) if (schedule, p, n, v) not in _GRAPHS)
+    return sum(OP_S * ops * p * n for n in _graphs(schedule, p, m) if (schedule, p, n, v, merged) not in _GRAPHS)
 
 
 def steady_after(p: int) -> int:

@@ -16,7 +16,7 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.schedule import ScheduleOption
+from scaleacross_milp.costmodel.schedule import ScheduleOption, overlaps_ep
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, MILPStatus, solve_milp
@@ -29,11 +29,12 @@ PRICE_LIMIT_S = 60.0
 """Wall-clock ceiling of one pricing solve; with every placement decision fixed it takes well under a second."""
 
 
-def layout_option(layout: Layout) -> ScheduleOption:
-    """The layout's schedule as the MILP's option (chunks: the interleave factor, 2 for ZB-V, else 1)."""
+def layout_option(instance: Instance, layout: Layout) -> ScheduleOption:
+    """The layout's schedule as the MILP's option (chunks: the interleave factor, 2 for ZB-V, else 1; merged as
+    `costmodel.schedule.overlaps_ep` says)."""
     chunks = layout.interleave if layout.schedule is Schedule.interleaved else 2 if layout.schedule is Schedule.zb_v \
         else 1
-    return ScheduleOption(layout.schedule, chunks)
+    return ScheduleOption(layout.schedule, chunks, overlaps_ep(instance.training, layout.shape))
 
 
 def layout_flows(layout: Layout, wraps: bool) -> Counter[tuple[int, str, str]]:
@@ -56,7 +57,7 @@ def fixed_layout_model(instance: Instance, layout: Layout,
     if layout.schedule is None or layout.stages is None or layout.pipelines is None:
         raise ValueError("price_layout needs a named schedule, stages and pipelines (a resolved layout)")
     variant = DPVariant(layout.dp_mode, layout.hsdp_replicas or 1)
-    ctx = shape_context(instance, layout.shape, routes, choices=([layout_option(layout)], [variant]))
+    ctx = shape_context(instance, layout.shape, routes, choices=([layout_option(instance, layout)], [variant]))
     m = build_model(ctx)
     m.u[0].fix(1)
     m.w[0].fix(1)

@@ -95,8 +95,8 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
     if shape.dp % shape.ep:
         raise InputError(f"shape: dp ({shape.dp}) must be a multiple of ep ({shape.ep})")
     _check_batch(instance, shape)
-    schedule, actions = _actions(layout, base_dir)
-    if overlaps_ep(instance.training, shape) and shape.pp > 1 and schedule not in (None, Schedule.interleaved):
+    schedule, actions = _actions(layout, base_dir, overlaps_ep(instance.training, shape))
+    if actions.merged and shape.pp > 1 and schedule not in (None, Schedule.interleaved):
         raise InputError(f"schedule: {schedule.value} with PP {shape.pp} and EP {shape.ep}: "
                          "training.overlap_moe_expert_parallel_comm needs the interleaved schedule when PP > 1 "
                          "(Megatron-core asserts it)")
@@ -145,7 +145,7 @@ def inflight_microbatches(schedule: Schedule | None, actions: ScheduleActions) -
     (costmodel.schedule, what the MILP reads); for a custom order, the most chunk forwards (F) whose backward
     (B or I) has not run yet, over the chunks per rank."""
     if schedule is not None:
-        option = ScheduleOption(schedule, actions.chunks)
+        option = ScheduleOption(schedule, actions.chunks, actions.merged)
         return [option.inflight_microbatches(actions.ranks, r, actions.microbatches) for r in range(actions.ranks)]
     peaks = []
     for order in actions.order:
@@ -205,7 +205,7 @@ def _capacity_problems(instance: Instance, shape: Shape, stages: list[StagePlace
     return problems
 
 
-def _actions(layout: Layout, base_dir: Path) -> tuple[Schedule | None, ScheduleActions]:
+def _actions(layout: Layout, base_dir: Path, merged: bool) -> tuple[Schedule | None, ScheduleActions]:
     p, m = layout.shape.pp, layout.shape.microbatches
     if layout.schedule_csv is not None:
         return None, read_csv(base_dir / layout.schedule_csv, p, m)
@@ -216,7 +216,7 @@ def _actions(layout: Layout, base_dir: Path) -> tuple[Schedule | None, ScheduleA
         raise InputError("interleave: the interleaved schedule needs interleave >= 2")
     elif schedule in (Schedule.zb_h1, Schedule.zb_v) and m < p:
         raise InputError(f"schedule: {schedule.value} needs microbatches ({m}) >= pp ({p})")
-    return schedule, build_actions(schedule, p, m, layout.interleave)
+    return schedule, build_actions(schedule, p, m, layout.interleave, merged)
 
 
 def _variant(layout: Layout) -> DPVariant:

@@ -131,7 +131,7 @@ def _formula_bubble(workload: Workload) -> float:
         work = workload.rank(building, rank)
         per_rank.append(sum(stage.ops.total_s for stage in work.stages.values()) + 2 * work.send_s)
     chunks = resolved.actions.chunks
-    option = ScheduleOption(resolved.schedule, chunks)
+    option = ScheduleOption(resolved.schedule, chunks, resolved.actions.merged)
     layer = next(iter(workload.costs.per_class.values())).layer
     return option.bubble_coefficient(layer) * (sum(per_rank) - max(per_rank))
 

@@ -53,9 +53,11 @@ def resolved_layout(instance: Instance, layout: Layout) -> Layout:
 
 
 def test_the_warm_up_forwards_and_cool_down_backwards_are_the_unpaired_ops():
-    order = build_actions(Schedule.interleaved, 4, 8, 2).order[0]  # rank 0: 2 (p - 1) + (v - 1) p = 10 warm-ups
-    assert unpaired_ops(order) == set(range(10)) | set(range(len(order) - 10, len(order)))
-    assert [order[k].kind for k in (10, 11)] == ["F", "B"]  # the first steady pair, F(10) with B(0)
+    # Rank 0 of 4 with 2 chunks: 2 (p - 1) + (v - 1) p = 10 warm-up forwards, one more with the pairs merged (as
+    # Megatron-core runs them), then pairs F(k + 11), B(k).
+    order = build_actions(Schedule.interleaved, 4, 8, 2, merged=True).order[0]
+    assert unpaired_ops(order) == set(range(11)) | set(range(len(order) - 11, len(order)))
+    assert [order[k].kind for k in (11, 12)] == ["F", "B"] and order[12].microbatch == 0
     single = build_actions(Schedule.one_f_one_b, 1, 4).order[0]  # F0 B0 F1 B1 ...: F0 and the last B
     assert unpaired_ops(single) == {0, len(single) - 1}
 
@@ -65,10 +67,10 @@ def test_unpaired_ops_add_what_unpaired_pairs_says_to_the_makespan(makespan, p, 
     # Every chunk's F, I, W take 3, 4, 2 s in a pair; outside one F takes a more, the backward c more. Replaying
     # the order, the makespan grows by p v chunk pairs' a + c (p microbatches of a rank), which the MILP prices.
     schedule = Schedule.interleaved if v > 1 else Schedule.one_f_one_b
-    actions = build_actions(schedule, p, 4 * p, v)
+    actions = build_actions(schedule, p, 4 * p, v, merged=True)
     a, c = 0.5, 0.7
     extra = makespan(actions, 3.0, 4.0, 2.0, OpTimes(a, c, 0.0)) - makespan(actions, 3.0, 4.0, 2.0)
-    assert extra == pytest.approx(ScheduleOption(schedule, v).unpaired_pairs(p) * v * (a + c))
+    assert extra == pytest.approx(ScheduleOption(schedule, v, merged=True).unpaired_pairs(p) * v * (a + c))
 
 
 def test_the_overlap_hides_the_all_to_alls_of_the_merged_pairs(mixtral):
@@ -82,7 +84,7 @@ def test_the_overlap_hides_the_all_to_alls_of_the_merged_pairs(mixtral):
     assert verify(mixtral(True), layout)[0].iteration_s < verify(mixtral(False), layout)[0].iteration_s
 
 
-@pytest.mark.parametrize(("tp", "ep", "pp", "v"), [(1, 16, 2, 2), (2, 8, 4, 2), (1, 8, 4, 4), (1, 16, 1, 1)])
+@pytest.mark.parametrize(("tp", "ep", "pp", "v"), [(1, 16, 4, 2), (2, 8, 4, 2), (1, 8, 4, 4), (1, 16, 1, 1)])
 def test_the_milp_prices_the_overlap_as_the_replay_runs_it(mixtral, tp, ep, pp, v):
     instance = mixtral(True)
     layout = resolved_layout(instance, interleaved(tp, ep, pp, v, DPMode.ddp if pp > 1 else DPMode.fsdp))
@@ -90,11 +92,15 @@ def test_the_milp_prices_the_overlap_as_the_replay_runs_it(mixtral, tp, ep, pp, 
     assert price_layout(instance, layout) == pytest.approx(replayed, rel=0.01)
 
 
-def test_only_interleaving_is_searched_for_pipelines_with_expert_parallelism(mixtral):
+def test_only_merged_interleaving_is_searched_for_pipelines_with_expert_parallelism(mixtral):
     instance = mixtral(True)
     expert = Shape(tp=1, ep=8, pp=4, dp=32, micro_batch=1, microbatches=16)
     dense = expert.model_copy(update={"ep": 1})
-    assert {o.schedule for o in searched_options(instance, expert)} == {Schedule.interleaved}
+    options = searched_options(instance, expert)
+    assert {o.schedule for o in options} == {Schedule.interleaved} and all(o.merged for o in options)
+    # the extra warm-up forward holds one more chunk of activations: 1 / v of a microbatch through the stage
+    assert options[0].inflight_microbatches(4, 0, 16) == pytest.approx(
+        ScheduleOption(Schedule.interleaved, options[0].chunks).inflight_microbatches(4, 0, 16) + 1 / options[0].chunks)
     assert {o.schedule for o in searched_options(instance, dense)} == {o.schedule for o in searched_options(
         mixtral(False), dense)}
 

@@ -186,7 +186,7 @@ def interleaved_round_trips(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, wra
 
     rows = []
     for j in range(p):
-        warmup = 2 * (p - j - 1) + (v - 1) * p
+        warmup = 2 * (p - j - 1) + (v - 1) * p + ctx.options[o].merged
         for c in range(v):
             forward, backward = range(c * p + j, p * v), range((v - 1 - c) * p + j, p * v)
             stages: Counter[int] = Counter()
@@ -256,12 +256,13 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
     add_rows(m, "stream_path", stream_path_rows(m, ctx, regular, 2 * big))
 
 
-def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int]]:
+def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int, bool]]:
     """The `costmodel.stream_paths` arguments of ctx's stream_path rows, one per schedule option; none in one
     building: no send crosses, and the paths of ops alone are no longer than the makespan rows."""
     if len(ctx.buildings) < 2:
         return []
-    return [(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks) for option in ctx.options]
+    return [(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks, option.merged)
+            for option in ctx.options]
 
 
 def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], big: float) -> list:
