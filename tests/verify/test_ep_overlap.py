@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
+from scaleacross_milp import cli
 from scaleacross_milp.costmodel.actions import build_actions, unpaired_ops
 from scaleacross_milp.costmodel.costs import OpTimes
 from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
@@ -114,3 +116,19 @@ def test_a_pipeline_with_expert_parallelism_under_1f1b_is_refused(mixtral):
 def test_the_overlap_with_full_recompute_is_refused(mixtral):
     with pytest.raises(ValidationError, match="overlap_moe_expert_parallel_comm does not run with full recompute"):
         mixtral(True, recompute="full")
+
+
+def test_the_cli_evaluates_the_overlap_and_refuses_1f1b_with_the_field_named(mixtral, tmp_path):
+    instance = tmp_path / "instance.json"
+    instance.write_text(mixtral(True).model_dump_json(exclude_none=True))
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(interleaved(1, 16, 4, 2).model_dump_json(exclude_none=True))
+    bad.write_text(interleaved(1, 16, 4, 2).model_copy(update={"schedule": Schedule.one_f_one_b, "interleave": 1})
+                   .model_dump_json(exclude_none=True))
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["evaluate", str(instance), str(good)])
+    assert result.exit_code == 0, result.output
+    assert f"Verifier: {verify(mixtral(True), interleaved(1, 16, 4, 2))[0].iteration_s:.3f} s" in result.output
+    result = runner.invoke(cli.app, ["evaluate", str(instance), str(bad)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "schedule: 1f1b with PP 4 and EP 16" in result.output
