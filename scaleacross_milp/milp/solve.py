@@ -683,7 +683,10 @@ class ShapeSearch:
             i = next(queue, None)
             if i is not None and i not in fronts:
                 fronts.append(i)
-        for i in sorted(fronts, key=self.restriction_extent):  # smallest models first: an early, cheap incumbent
+        # Without a plan, smallest models first (an early, cheap incumbent); with one, least bound first: the shape
+        # that can beat it most (the 131k-GPU Llama 3 405B instance reached its plan of 3.49 s after 27-47 s in
+        # extent order, 14-17 s in bound order).
+        for i in sorted(fronts, key=self.restriction_extent if self.best is None else self.key):
             if self.remaining() > 0:
                 self.try_restriction(i)
         self.climb()
