@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import time
 from pathlib import Path
 
@@ -58,9 +59,12 @@ def sites_instance(buildings: int) -> Instance:
 
 
 def measure(instance: Instance, limit: float) -> dict[str, object]:
-    """One solve under `limit` and one screening on its own."""
+    """One solve under `limit` and one screening on its own, each on a collected heap (the earlier solves' Pyomo
+    models are cyclic garbage, which the collector would otherwise sweep inside this solve's limit, as a fresh
+    `solve` process and a batch worker, `batch.worker.run_job`, never do)."""
     row: dict[str, object] = {"instance": instance.name, "buildings": len(instance.topology.buildings),
                               "gpus": sum(b.gpus for b in instance.topology.buildings), "limit_s": limit}
+    gc.collect()
     start = time.perf_counter()
     try:
         plan = solve_instance(instance, time_limit_s=limit)
@@ -70,6 +74,7 @@ def measure(instance: Instance, limit: float) -> dict[str, object]:
         return row
     row.update(wall_s=plan.solve.wall_s, status=plan.solve.status, iteration_s=plan.solve.incumbent_s,
                bound_s=plan.solve.bound_s, gap_pct=100 * plan.solve.rel_gap)
+    gc.collect()
     start = time.perf_counter()
     screen(instance, route_table(instance.topology))
     row["screen_s"] = time.perf_counter() - start

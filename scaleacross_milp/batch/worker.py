@@ -3,6 +3,7 @@ and report the outcome; and the loop of a local worker process."""
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import signal
@@ -75,14 +76,19 @@ def resident_mib() -> float:
 
 
 def run_job(solve: SolveFn, job: Job) -> Outcome:
-    """solve(job), timed, with the worker's memory; an unexpected exception becomes an error outcome naming it."""
+    """solve(job), timed, with the worker's memory once the job's garbage is collected; an unexpected exception
+    becomes an error outcome naming it. The solve leaves its Pyomo models behind as cyclic garbage: collected here,
+    between jobs, the collector does not pause inside the next solve's time limit (after the 131k-GPU instances, a
+    64-building solve under 0.5 s took 1.03 s; 0.53 s on a collected heap)."""
     start = time.perf_counter()
     try:
         outcome = solve(job)
     except Exception as exc:  # one scenario's bug must not stop the batch
         message = " ".join(str(exc).split())
         outcome = Outcome(Status.error, f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
-    return Outcome(outcome.status, outcome.reason, outcome.plan, time.perf_counter() - start, resident_mib())
+    wall = time.perf_counter() - start
+    gc.collect()
+    return Outcome(outcome.status, outcome.reason, outcome.plan, wall, resident_mib())
 
 
 def serve(conn: Connection, solve: SolveFn) -> None:
