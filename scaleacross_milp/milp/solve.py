@@ -585,7 +585,7 @@ class ShapeSearch:
             return
         restricted = None
         if time_limit_s is not None:
-            sub = narrowed(ctx, ctx.buildings, self.restriction_pairs(i))
+            sub = narrowed(ctx, ctx.buildings, self.restriction_pairs(i) or list(ctx.pairs))
             restricted = self.build(i, sub, learn=False), sub
         for cells in fixings:
             if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
