@@ -51,10 +51,12 @@ LINE_TOLERANCE = 0.1
 """Largest share by which the least of `price_lines` may exceed the time of the units it prices."""
 
 
-def _poisson(lam: float, top: int) -> tuple[np.ndarray, np.ndarray]:
-    """(pmf, survival P(X > k)) of Poisson(lam) at k = 0..top, from log-pmfs (no scipy import at start-up)."""
-    k = np.arange(top + 1)
-    pmf = np.exp(k * math.log(lam) - lam - np.array([math.lgamma(i + 1) for i in k]))
+def _poisson(lam: float, low: int, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """(pmf, survival P(X > k)) of Poisson(lam) at k = low..top, the mass above `top` taken as nil: the log-pmf at
+    `low` from lgamma, the rest by the ratio pmf(k) / pmf(k - 1) = lam / k (vectorised; no scipy at start-up)."""
+    ratios = np.log(lam / np.arange(low + 1, top + 1))
+    start = low * math.log(lam) - lam - math.lgamma(low + 1)
+    pmf = np.exp(start + np.concatenate(([0.0], np.cumsum(ratios))))
     survival = np.append(np.cumsum(pmf[::-1])[::-1][1:], 0.0)
     return pmf, survival
 
@@ -81,14 +83,17 @@ def expected_max_load(flows: int, paths: int) -> float:
     if paths == 1 or flows <= 1:
         return float(flows)
     lam = flows / paths
-    pmf, survival = _poisson(lam, int(lam + 20 * math.sqrt(lam) + 40))
+    spread = 20 * math.sqrt(lam) + 40
+    if lam > EXACT_MEAN_LOAD:  # P(max <= k) = F(k)^P is nil below `low` (F(low) < 1e-80): each k there adds 1
+        low = max(0, int(lam - spread))
+        survival = _poisson(lam, low, int(lam + spread))[1]
+        high = min(flows, low + int(np.argmax(paths * survival < TAIL)))
+        return float(low + np.sum(1.0 - (1.0 - survival[: high - low + 1]) ** paths))
+    pmf, survival = _poisson(lam, 0, int(lam + spread))
     high = min(flows, int(np.argmax(paths * survival < TAIL)))
-    cdf = 1.0 - survival
-    if lam > EXACT_MEAN_LOAD:
-        return float(np.sum(1.0 - cdf[: high + 1] ** paths))
     low = math.ceil(lam)
     ks = np.arange(low, max(low, high) + 1)
-    return float(low + np.sum(1.0 - _conditioned_max_cdf(flows, paths, ks, pmf, cdf)))
+    return float(low + np.sum(1.0 - _conditioned_max_cdf(flows, paths, ks, pmf, 1.0 - survival)))
 
 
 def ecmp_efficiency(flows: int, paths: int) -> float:

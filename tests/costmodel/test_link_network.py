@@ -37,6 +37,17 @@ def test_expected_max_load_is_exact():
     assert network.expected_max_load(64, 2) == pytest.approx(32 + float(pmf @ np.abs(k - 32)), rel=1e-9)
 
 
+def test_expected_max_load_of_many_subflows_is_the_poisson_limit():
+    """Above EXACT_MEAN_LOAD per path: sum over k of 1 - F(k)^P with F the Poisson(N / P) law (scipy's, computed
+    over every k from 0, where the module starts its sum near the mean)."""
+    from scipy.stats import poisson
+
+    for flows, paths in ((2_049, 32), (65_536, 64), (1_000_003, 32)):
+        k = np.arange(0, flows // paths + 2_000)
+        expected = float(np.sum(1.0 - poisson.cdf(k, flows / paths) ** paths))
+        assert network.expected_max_load(flows, paths) == pytest.approx(expected, rel=1e-9)
+
+
 def test_one_path_carries_everything():
     for n in (1, 7, 64):
         assert network.link_efficiency(link(1), ECMP_SR, n) == 1.0
