@@ -39,19 +39,26 @@ rounding)."""
 
 
 @dataclass(eq=False)
-class _Class:
-    """`weight` subflows of `flow` on `resources`, each with `remaining` bytes at time `since`, moving at `rate`
-    until `finish` (nan once finished)."""
+class _Bundle:
+    """The live subflows that cross the same `resources` under the same `cap`. Max-min fairness gives them one
+    rate, so they are served alike: `served` is the bytes per subflow the bundle delivered up to `since`, and each
+    group of subflows that joined it (heap `groups` of (target, serial, flow, subflows)) finishes when `served`
+    reaches its target (the bundle's service when it joined plus its bytes). `finish` is when the first group
+    finishes at `rate` (inf while it does not move, nan once the bundle is empty)."""
 
     serial: int
-    flow: int
     resources: tuple[int, ...]
-    weight: int
-    remaining: float
     cap: float
     since: float
+    weight: int = 0
+    served: float = 0.0
     rate: float = 0.0
     finish: float = math.inf
+    groups: list[tuple[float, int, int, int]] = field(default_factory=list)
+
+    def catch_up(self, now: float) -> None:
+        self.served += self.rate * (now - self.since)
+        self.since = now
 
 
 @dataclass
@@ -69,24 +76,26 @@ class LinkModel:
 class FluidNetwork:
     """Max-min fair sharing of link resources between flows; times in seconds, sizes in bytes.
 
-    Incremental: a class's bytes are brought up to date only when its rate changes, its finish time waits in a
-    heap, and a flow start or class completion refills only the connected component (resources linked by the
-    classes crossing them) of the resources it touches: max-min fairness decomposes over components, so the
-    others keep their rates."""
+    Incremental: subflows on the same resources under the same cap are one bundle (one rate, one finish-heap entry
+    for its first group to end), a bundle's service is brought up to date only when its rate changes, and a flow
+    start or group completion refills only the connected component (resources linked by the bundles crossing
+    them) of the resources it touches: max-min fairness decomposes over components, so the others keep their
+    rates. An event therefore costs the component's bundles (distinct routes and caps), not its transfers."""
 
     capacity: list[float] = field(default_factory=list)
     goodput: dict[int, Goodput] = field(default_factory=dict)
     now: float = 0.0
     pending: dict[int, int] = field(default_factory=dict)
-    on: list[dict[int, _Class]] = field(default_factory=list)
-    """Per resource: serial -> live class crossing it (insertion order, so refills are deterministic)."""
+    bundles: dict[tuple[tuple[int, ...], float], _Bundle] = field(default_factory=dict)
+    on: list[dict[int, _Bundle]] = field(default_factory=list)
+    """Per resource: serial -> live bundle crossing it (creation order, so refills are deterministic)."""
     load: list[dict[float, int]] = field(default_factory=list)
     """Per resource: subflows on it by their cap (what its goodput depends on)."""
-    finishes: list[tuple[float, int, _Class]] = field(default_factory=list)
-    """Heap of (finish, serial, class); an entry is stale once the class's finish differs from it."""
+    finishes: list[tuple[float, int, _Bundle]] = field(default_factory=list)
+    """Heap of (finish, serial, bundle); an entry is stale once the bundle's finish differs from it."""
     serials: int = 0
     busy_s: list[float] = field(default_factory=list)
-    """Per resource: the time it carried any class (measured, so never above the replay's makespan)."""
+    """Per resource: the time it carried any bundle (measured, so never above the replay's makespan)."""
 
     def add_resource(self, capacity: float, goodput: Goodput | None = None) -> int:
         """A resource of raw `capacity`; `goodput` (if any) scales it by the subflows it carries at the time."""
@@ -105,29 +114,35 @@ class FluidNetwork:
         self.pending[flow] = len(live)
         touched = list(dict.fromkeys(r for res, _ in live for r in res))
         slack = all(self._slack(r) for r in touched)
-        new = []
+        joined = []
         for res, w in live:
             self.serials += 1
-            c = _Class(self.serials, flow, res, w, bytes_per_subflow, cap, self.now, rate=cap)
-            new.append(c)
+            bundle = self.bundles.get((res, cap))
+            if bundle is None:
+                bundle = self.bundles[res, cap] = _Bundle(self.serials, res, cap, self.now, rate=cap)
+                for r in res:
+                    self.on[r][bundle.serial] = bundle
+            bundle.catch_up(self.now)
+            heapq.heappush(bundle.groups, (bundle.served + bytes_per_subflow, self.serials, flow, w))
+            bundle.weight += w
             for r in res:
-                self.on[r][c.serial] = c
                 self.load[r][cap] = self.load[r].get(cap, 0) + w
+            joined.append(bundle)
         if slack and all(self._slack(r) for r in touched):
-            for c in new:
-                self._set_rate(c, cap)
+            for bundle in joined:  # every resource it crosses has slack: it runs at its cap
+                self._set_rate(bundle, cap)
         else:
             self._fill(touched)
 
     def next_completion(self) -> float:
-        """The earliest finish time of a live class (inf if none moves)."""
+        """The earliest finish time of a group of a live bundle (inf if none moves)."""
         heap = self.finishes
         while heap and heap[0][0] != heap[0][2].finish:
             heapq.heappop(heap)
         return heap[0][0] if heap else math.inf
 
     def advance(self, t: float) -> list[int]:
-        """Move time to t; return flows whose last class finished. A class finishes when at most EPS_BYTES or
+        """Move time to t; return flows whose last group finished. A group finishes when at most EPS_BYTES or
         1e-12 s of its bytes are left: finish - t <= max(1e-12, EPS_BYTES / rate), which is below FINISH_SLACK_S
         at any rate above 1 kB/s, so only heap entries up to t + FINISH_SLACK_S are examined."""
         for r, live in enumerate(self.on):
@@ -137,31 +152,39 @@ class FluidNetwork:
         heap = self.finishes
         if not heap or heap[0][0] > t + FINISH_SLACK_S:
             return []
-        done, later = [], []
-        freed: dict[int, bool] = {}  # resource -> whether it had slack before its first class here finished
+        done, moved = [], []
+        freed: dict[int, bool] = {}  # resource -> whether it had slack before its first group here finished
         while heap and heap[0][0] <= t + FINISH_SLACK_S:
-            entry = heapq.heappop(heap)
-            c = entry[2]
-            if entry[0] != c.finish:
+            finish, _, bundle = heapq.heappop(heap)
+            if finish != bundle.finish:
                 continue
-            left = c.remaining - c.rate * (t - c.since)
-            if left > EPS_BYTES and left / c.rate > 1e-12:
-                later.append(entry)
-                continue
-            c.finish = math.nan
-            for r in c.resources:
-                if r not in freed:
-                    freed[r] = self._slack(r)
-                del self.on[r][c.serial]
-                self.load[r][c.cap] -= c.weight
-                if not self.load[r][c.cap]:
-                    del self.load[r][c.cap]
-            self.pending[c.flow] -= 1
-            if self.pending[c.flow] == 0:
-                del self.pending[c.flow]
-                done.append(c.flow)
-        for entry in later:
-            heapq.heappush(heap, entry)
+            bundle.catch_up(t)
+            bundle.finish = math.inf
+            moved.append(bundle)
+            while bundle.groups:
+                left = bundle.groups[0][0] - bundle.served
+                if left > EPS_BYTES and left / bundle.rate > 1e-12:
+                    break
+                _, _, flow, w = heapq.heappop(bundle.groups)
+                for r in bundle.resources:
+                    if r not in freed:
+                        freed[r] = self._slack(r)
+                    self.load[r][bundle.cap] -= w
+                    if not self.load[r][bundle.cap]:
+                        del self.load[r][bundle.cap]
+                bundle.weight -= w
+                self.pending[flow] -= 1
+                if self.pending[flow] == 0:
+                    del self.pending[flow]
+                    done.append(flow)
+        for bundle in moved:
+            if bundle.groups:
+                self._set_rate(bundle, bundle.rate)
+            else:
+                bundle.finish = math.nan
+                del self.bundles[bundle.resources, bundle.cap]
+                for r in bundle.resources:
+                    del self.on[r][bundle.serial]
         if not all(freed.values()) or not all(self._slack(r) for r in freed):
             self._fill(list(freed))
         return done
@@ -175,39 +198,37 @@ class FluidNetwork:
 
     def _slack(self, r: int) -> bool:
         """Whether resource r carries less than its capacity (sum of weight x rate < capacity (1 - SATURATED)).
-        A change that leaves every resource it touches with slack before and after it leaves every other class's
-        rate max-min fair: their bottlenecks (saturated resources, caps) are untouched, and a new class runs at
-        its cap."""
-        return sum(c.weight * c.rate for c in self.on[r].values()) < self._capacity(r) * (1 - SATURATED)
+        A change that leaves every resource it touches with slack before and after it leaves every other bundle's
+        rate max-min fair: their bottlenecks (saturated resources, caps) are untouched, and a new one runs at its
+        cap."""
+        return sum(b.weight * b.rate for b in self.on[r].values()) < self._capacity(r) * (1 - SATURATED)
 
-    def _component(self, seeds: list[int]) -> tuple[list[int], dict[int, _Class]]:
-        """Resources and live classes connected to `seeds` through classes crossing several resources."""
-        resources, seen, classes = list(seeds), set(seeds), {}
+    def _component(self, seeds: list[int]) -> tuple[list[int], dict[int, _Bundle]]:
+        """Resources and live bundles connected to `seeds` through bundles crossing several resources."""
+        resources, seen, bundles = list(seeds), set(seeds), {}
         for r in resources:  # grows while it is walked
-            for serial, c in self.on[r].items():
-                if serial not in classes:
-                    classes[serial] = c
-                    for other in c.resources:
+            for serial, b in self.on[r].items():
+                if serial not in bundles:
+                    bundles[serial] = b
+                    for other in b.resources:
                         if other not in seen:
                             seen.add(other)
                             resources.append(other)
-        return resources, classes
+        return resources, bundles
 
     def _fill(self, seeds: list[int]) -> None:
         """Max-min rates of the component of `seeds` by progressive filling: the level of all unfrozen subflows
         rises until a resource saturates (the least residual / unfrozen subflows on it) or a subflow's cap is
         reached (the least cap); those subflows freeze at the level. Each resource capacity is raw x
         goodput(subflows on it, their largest cap) where loss applies."""
-        resources, classes = self._component(seeds)
-        now = self.now
+        resources, bundles = self._component(seeds)
         weight = dict.fromkeys(resources, 0)
-        for c in classes.values():
-            c.remaining -= c.rate * (now - c.since)
-            c.since = now
-            for r in c.resources:
-                weight[r] += c.weight
+        for b in bundles.values():
+            b.catch_up(self.now)
+            for r in b.resources:
+                weight[r] += b.weight
         residual = {r: self._capacity(r) for r in resources}
-        unfrozen = {c.serial: c for c in sorted(classes.values(), key=_by_cap)}
+        unfrozen = {b.serial: b for b in sorted(bundles.values(), key=_by_cap)}
         while unfrozen:
             least = next(iter(unfrozen.values()))
             level, tight = least.cap, None
@@ -215,24 +236,25 @@ class FluidNetwork:
                 if w and residual[r] < level * w:
                     level, tight = max(residual[r], 0.0) / w, r
             if tight is None:
-                batch = [c for c in unfrozen.values() if c.cap <= level]
+                batch = [b for b in unfrozen.values() if b.cap <= level]
             else:
-                batch = [c for serial, c in self.on[tight].items() if serial in unfrozen]
-            for c in batch:
-                del unfrozen[c.serial]
-                for r in c.resources:
-                    residual[r] -= c.weight * level
-                    weight[r] -= c.weight
-                self._set_rate(c, level)
+                batch = [b for serial, b in self.on[tight].items() if serial in unfrozen]
+            for b in batch:
+                del unfrozen[b.serial]
+                for r in b.resources:
+                    residual[r] -= b.weight * level
+                    weight[r] -= b.weight
+                self._set_rate(b, level)
 
-    def _set_rate(self, c: _Class, rate: float) -> None:
-        """Class c moves at `rate` from now on; its finish time (now + remaining / rate) enters the finish heap."""
-        c.rate = rate
-        finish = self.now + c.remaining / rate if rate > 0 else math.inf
-        if finish != c.finish:
-            c.finish = finish
+    def _set_rate(self, b: _Bundle, rate: float) -> None:
+        """Bundle b moves at `rate` from now on (its service is up to date); the finish time of its first group
+        (now + bytes left / rate) enters the finish heap."""
+        b.rate = rate
+        finish = self.now + (b.groups[0][0] - b.served) / rate if rate > 0 else math.inf
+        if finish != b.finish:
+            b.finish = finish
             if rate > 0:
-                heapq.heappush(self.finishes, (finish, c.serial, c))
+                heapq.heappush(self.finishes, (finish, b.serial, b))
 
 
 class Fabric:
@@ -274,9 +296,9 @@ class Fabric:
                 model.dp_bytes += nbytes
 
 
-def _by_cap(c: _Class) -> tuple[float, int]:
-    """Sort key: least cap first, then the order classes started."""
-    return c.cap, c.serial
+def _by_cap(b: _Bundle) -> tuple[float, int]:
+    """Sort key: least cap first, then the order bundles opened."""
+    return b.cap, b.serial
 
 
 def _resource(link: Link, transport: Transport) -> tuple[float, Goodput | None]:
