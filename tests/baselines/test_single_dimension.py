@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scaleacross_milp.baselines import Kind, baseline
+from scaleacross_milp.baselines import Kind, baseline, single_dimension
+from scaleacross_milp.baselines.pricing import replay_s
 
 SEARCH = {"tp_degrees": [8], "pp_degrees": [1, 2], "micro_batch_sizes": [1], "time_limit_s": 5}
 
@@ -35,3 +36,26 @@ def test_single_dimension_is_never_slower_than_production(two_buildings):
     result = baseline(instance, Kind.single_dimension)
     assert result.iteration_s <= start.iteration_s
     assert result.steps[0].iteration_s == start.iteration_s
+
+
+def test_transports_go_link_by_link_beyond_the_product_limit(small_instance, monkeypatch):
+    """Three buildings in a chain, both links lossy (go-back-N resends whole windows, spraying pools the paths):
+    production's ECMP layout spans all three. Link by link (the limit forced below the 9 combinations) reaches
+    the best of every combination (through the uniform choices first: neither link alone gains), in 3 + 2 x 2
+    replays per sweep rather than 9."""
+    link = {"capacity_gbit_s": 400, "distance_km": 500, "loss_rate": 1e-3, "paths": 8,
+            "transports": ["ecmp_go_back_n", "ecmp_selective_repeat", "spray_selective_repeat"]}
+    buildings = [{"name": n, "gpus": 24, "gpu_type": "h100"} for n in "ABC"]
+    instance = small_instance(buildings, [{**link, "a": "A", "b": "B"}, {**link, "a": "B", "b": "C"}],
+                              {**SEARCH, "pp_degrees": [1]}, gpus=72, batch=18, search_defaults={})
+    layout = baseline(instance, Kind.production).layout
+    assert len({b for s in layout.stages for b in s.cells_per_building}) == 3
+    start_s = replay_s(instance, layout)
+    product, product_s = single_dimension.best_transports(instance, layout, start_s)
+    replays = []
+    monkeypatch.setattr(single_dimension, "TRANSPORT_PRODUCT_LIMIT", 1)
+    monkeypatch.setattr(single_dimension, "replay_s", lambda i, lay: replays.append(lay) or replay_s(i, lay))
+    by_link, by_link_s = single_dimension.best_transports(instance, layout, start_s)
+    assert product_s < start_s and by_link_s == pytest.approx(product_s, rel=1e-9)
+    assert by_link.link_transports() == product.link_transports()
+    assert (len(replays) - 3) % 4 == 0 and len(replays) < 9 * 2
