@@ -54,6 +54,23 @@ def llama70b(batch: int) -> Instance:
         update={"global_batch_sequences": batch})})
 
 
+def llama405b_131k(scale: int) -> tuple[Instance, Layout]:
+    """The bundled 131,072-GPU instance, TP 4 x CP 2 x PP 32 x DP 512, whole pipelines in each of the eight
+    buildings and FSDP across all of them (GPipe): every stage's parameter gathers before each microbatch's
+    forward and backward, and its gradient reduce-scatters, cross the buildings' links (64 concurrent routes)."""
+    base = load_instance(ROOT / "instances" / "two-region-8b-131k-llama3-405b.json")
+    instance = base.model_copy(update={"training": base.training.model_copy(
+        update={"global_batch_tokens": base.training.global_batch_tokens * scale})})
+    buildings = [b.name for b in instance.topology.buildings]
+    layers = [4] * 30 + [3] * 2
+    return instance, Layout.model_validate({
+        "shape": {"tp": 4, "cp": 2, "pp": 32, "dp": 512, "micro_batch": 1, "microbatches": 16 * scale},
+        "schedule": "gpipe", "dp_mode": "fsdp",
+        "stages": [{"stage": j, "layers": n, "cells_per_building": dict.fromkeys(buildings, 64)}
+                   for j, n in enumerate(layers)],
+        "pipelines": [{"buildings": [b] * 32, "pipelines": 64} for b in buildings]})
+
+
 def cases(scale: int) -> list[tuple[str, Instance, Layout]]:
     """(name, instance, layout): PP 4-16, 1-4 distinct patterns, 64-448 microbatches at scale 1."""
     east_west = {"east": 1, "west": 1}
@@ -79,6 +96,7 @@ def cases(scale: int) -> list[tuple[str, Instance, Layout]]:
                                                                                            "schedule": "1f1b"})),
         ("mixtral ZB-V fsdp pp4", mixtral(1792 * scale), Layout.model_validate({**zbv, "schedule": "zb-v"})),
         ("llama3-70b 1F1B no-reshard pp16", llama70b(256 * scale), Layout.model_validate(llama)),
+        ("llama3-405b GPipe fsdp pp32, 8 buildings", *llama405b_131k(scale)),
     ]
 
 
