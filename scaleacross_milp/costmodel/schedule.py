@@ -87,6 +87,32 @@ class ScheduleOption:
         """Times one microbatch hops from the last rank back to rank 0 per direction."""
         return self.chunks - 1 if self.schedule is Schedule.interleaved else 0
 
+    def reduction_suffixes(self, p: int, layer: OpTimes) -> tuple[tuple[float, float], ...]:
+        """(share, credit) per suffix of the chunks whose gradients rank 0 reduces last: the last chunks of the
+        suffix hold a share of its DP reduction that can hide behind `credit` x its stage's time per microbatch
+        (F + I + W of all its chunks), the ops rank 0 runs after the suffix's first chunk's gradients start to
+        become final. Each chunk reduces once the op that finalises it ends (fused backward I + W, or W when the
+        schedule splits it off), overlapping that op layer by layer; the exposed reduction is at least
+        max_i share_i R - credit_i C0 (R the reduction's time, C0 the stage's time per microbatch). From the orders
+        of costmodel.actions (f, i, w: a layer's op times, c = f + i + w):
+          interleaved  the cool-down runs the last p microbatches chunk by chunk (Megatron's groups of p), so the
+                       j-th of v chunks from the end finishes j p chunk-backwards before the last:
+                       ((j + 1) / v, (j p + 1) (i + w) / (v c)) for j < v
+          ZB-V         rank 0's last chunk (virtual stage 0, the embedding's) runs p I and W after the last W of
+                       its other chunk (virtual stage 2p - 1, the LM head's):
+                       (1/2, w / (2 c)) and (1, (p (i + w) + w) / (2 c))
+          others       one chunk, the whole reduction behind the last op: (1, (i + w) / c), ZB-H1 (1, w / c).
+        R holds the embedding's and the LM head's own collectives (`formulation.iteration._stage_curves`); with both
+        on rank 0 (ZB-V) and of one size, each chunk holds half of R."""
+        f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
+        c = f + i + w
+        if self.schedule is Schedule.interleaved:
+            v = self.chunks
+            return tuple(((j + 1) / v, (j * p + 1) * (i + w) / (v * c)) for j in range(v))
+        if self.schedule is Schedule.zb_v:
+            return (0.5, w / (2 * c)), (1.0, (p * (i + w) + w) / (2 * c))
+        return ((1.0, (w if self.schedule is Schedule.zb_h1 else i + w) / c),)
+
     def unpaired_pairs(self, p: int) -> float:
         """What the ops outside the merged forward-backward pairs (the warm-up forwards, the cool-down backwards) add
         to the makespan under Training.overlap_moe_expert_parallel_comm, in units of one rank's hidden EP time per

@@ -5,13 +5,16 @@ A shape not yet priced is bounded by its compute floor (`compute_floor_s`), whic
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
 cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
-    T >= m cycle + beta_o max(0, SC - cycle) + max(0, dpi - rho C0) + opt,
+    T >= m cycle + beta_o max(0, SC - cycle) + max(0, max_i share_i dpi - credit_i C0) + opt,
 and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
 piecewise-linear DP term, context.dp_sync_floor_s) and opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
 so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
-    T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],  min_c [... - rho min(c, S)] + dpi_v),
+    T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],
+                                 max_i (min_c [... - credit_i min(c, S)] + share_i dpi_v)),
 with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
-holds at least the option's granularity g_o of layers).
+holds at least the option's granularity g_o of layers), (share_i, credit_i) the suffixes of the chunks rank 0 reduces
+last under option o (`ScheduleOption.reduction_suffixes`), as in the MILP's rows (min over c of a max is at least
+the max of the mins).
 The shape's bound is the minimum over admissible pairs. Fixed stage times e[j,k] put the LM head on the stage the
 option runs it on (`ShapeContext.head_stage`: stage 0 under ZB-V's V map) with the option's sends; a floor takes
 the least over the options with the same head stage, or over every option where none is fixed.
@@ -184,7 +187,7 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     """The shape's analytical lower bound over its admissible (option, variant) pairs (infinite if none)."""
     mb, most = ctx.shape.microbatches, math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
     types = [ctx.gpu(k) for k in ctx.buildings]
-    rho, layer = ctx.backward_share, ctx.gpu(ctx.buildings[0]).layer
+    layer = ctx.gpu(ctx.buildings[0]).layer
     floors = {h: stage_floors_s(ctx, h) for h in head_stages(ctx)}
     best = math.inf
     for option, variant in pairs:
@@ -197,8 +200,9 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
         gather0 = option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
         slowest = max(cycle, gather_passes(variant.mode) * most * gather)
         beta = option.bubble_coefficient(layer)
-        no_overlap = pipeline_floor_s(mb, beta, 0.0, total, slowest)
-        best = min(best, opt + gather0 + max(no_overlap, pipeline_floor_s(mb, beta, rho, total, slowest) + dpi))
+        overlapped = max(pipeline_floor_s(mb, beta, credit, total, slowest) + share * dpi
+                         for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
+        best = min(best, opt + gather0 + max(pipeline_floor_s(mb, beta, 0.0, total, slowest), overlapped))
     return best
 
 
@@ -386,12 +390,13 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     n0 = layers of stage 0 (vectorised): some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so
     cycle >= c(n0) = max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and
     opt_v >= N(n0) o_v; the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is
-    rho C0 with C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of
+    max_i share_i dpi_v - credit_i C0 over the chunk suffixes reduced last (`ScheduleOption.reduction_suffixes`),
+    C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of
     `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
-    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E = dpi_v - rho C0(n0) and DP
+    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E that exposure at n0 and DP
     lowered by the drain credit at n0 (`drain_most_s`)."""
-    p, layers, rho = ctx.shape.pp, ctx.instance.model_spec.layers, ctx.backward_share
+    p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
     e_first = min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings)
@@ -405,7 +410,9 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
                    gather_passes(variant.mode) * largest * gather)
     dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
     opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
-    exposed = dpi - rho * (tau * n0 + e_first)
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    exposed = np.max([share * dpi - credit * (tau * n0 + e_first)
+                      for share, credit in option.reduction_suffixes(p, layer)], axis=0)
     crossing = np.min([pp + np.maximum(0.0, exposed + dp)
                        for pp, dp in crossing_alternatives_s(ctx, option, variant,
                                                              drain_most_s(ctx, option, n0))], axis=0)

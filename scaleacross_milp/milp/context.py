@@ -306,12 +306,6 @@ class ShapeContext:
         return self._dp_sync_floors[variant, chunks][np.clip(np.asarray(layers, dtype=int), 1, most) - 1]
 
     @property
-    def backward_share(self) -> float:
-        """rho: the backward (input + weight) fraction of a layer's time."""
-        layer = self.gpu(self.buildings[0]).layer
-        return (layer.backward_input_s + layer.backward_weight_s) / layer.total_s
-
-    @property
     def homogeneous(self) -> bool:
         return len({self.instance.topology.building(b).gpu_type for b in self.buildings}) == 1
 

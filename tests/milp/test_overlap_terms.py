@@ -1,15 +1,19 @@
-"""The MILP's DP-overlap rows (iteration.add_dp_overlap) read Training.overlap_grad_reduce for DDP."""
+"""The MILP's DP-overlap rows (iteration.add_dp_overlap): Training.overlap_grad_reduce for DDP, and the chunks of
+interleaved 1F1B and ZB-V reducing one after another as the replay runs them."""
 
 from __future__ import annotations
 
 import pyomo.environ as pyo
 import pytest
 
+from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
+from scaleacross_milp.milp.price import price_layout
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.plan import Layout, Shape
 from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.verify.verifier import verify
 from tests.milp import test_formulation_pricing as pricing
 from tests.milp.test_formulation_pricing import priced
 
@@ -58,3 +62,39 @@ def test_with_ddp_and_fsdp_to_choose_only_fsdp_is_credited_the_overlap(tiny, mon
     fixed = max(gpu.embedding_dp.dp_sync_s[variant], gpu.head_dp.dp_sync_s[variant])
     sync = ctx.dp_sync_curve(ctx.buildings[0], variant, 1).value_at(16) + fixed
     assert pyo.value(m.dp_exposed) == pytest.approx(sync, rel=1e-6)
+
+
+def hall_layout(instance, schedule: str, chunks: int, mode: str) -> Layout:
+    """TP8 PP2 DP4 in one hall, 16 + 16 layers, 8 microbatches."""
+    return Layout.model_validate({
+        "instance": instance.name, "shape": {"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 8},
+        "schedule": schedule, "interleave": chunks, "dp_mode": mode,
+        "stages": [{"stage": j, "layers": 16, "cells_per_building": {"A": 4}} for j in range(2)],
+        "pipelines": [{"buildings": ["A", "A"], "pipelines": 4}]})
+
+
+@pytest.mark.parametrize(("schedule", "chunks", "mode"), [("interleaved", 4, "fsdp-no-reshard"),
+                                                          ("interleaved", 2, "ddp"), ("zb-v", 1, "fsdp-no-reshard")])
+def test_chunked_schedules_expose_the_reduction_the_replay_does(small_instance, schedule, chunks, mode):
+    # A slow reduction (8x oversubscribed fabric, 40 % of the step) under schedules whose rank 0 holds several
+    # chunks: each chunk reduces once its last backward ends, so the chunks finishing early hide theirs behind
+    # the ops that follow (ScheduleOption.reduction_suffixes). The MILP's price is within 2 % of the replay.
+    instance = small_instance(HALL, None, {"schedules": [schedule], "interleave_chunks": [max(chunks, 2)],
+                                           "dp_modes": [mode]}, gpus=64, batch=32, search_defaults={},
+                              overlap_grad_reduce=True)
+    layout = hall_layout(instance, schedule, chunks, mode)
+    replayed = verify(instance, layout)[0]
+    assert replayed.breakdown.exposed_dp_s > 0.2 * replayed.iteration_s
+    assert price_layout(instance, layout) == pytest.approx(replayed.iteration_s, rel=0.02)
+
+
+def test_one_suffix_would_overprice_interleaving(small_instance, monkeypatch):
+    # The same hall under interleaved 1F1B with 4 chunks: crediting only the last chunk-backward's window to the
+    # whole reduction, as one chunk would, prices it more than 3 % above the replay.
+    instance = small_instance(HALL, None, {"schedules": ["interleaved"], "interleave_chunks": [4],
+                                           "dp_modes": ["fsdp-no-reshard"]}, gpus=64, batch=32, search_defaults={})
+    layout = hall_layout(instance, "interleaved", 4, "fsdp-no-reshard")
+    replayed = verify(instance, layout)[0].iteration_s
+    monkeypatch.setattr(ScheduleOption, "reduction_suffixes", lambda self, p, layer: (
+        (1.0, (layer.backward_input_s + layer.backward_weight_s) / layer.total_s),))
+    assert price_layout(instance, layout) > 1.03 * replayed

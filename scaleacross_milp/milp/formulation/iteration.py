@@ -153,17 +153,16 @@ def _stage_curves(ctx: ShapeContext, building: str, variant: DPVariant, j: int) 
                                                                                                Breakpoints]]:
     """(options, curve) per distinct intra-building DP curve of stage j over the schedule options: the variant's
     curve in `building` at the option's chunks (`ShapeContext.dp_sync_curve`), raised by the embedding's own
-    collective on stage 0 (its chunk, virtual stage 0, is the last of rank 0 to finish its backward) and, with one
-    chunk per rank, the LM head's on the option's head stage; with more, the head's chunk finishes its backward
-    before the rank's chunk 0 (ZB-V: virtual stage 2p - 1 on rank 0; interleaving: the last chunk of rank p - 1,
-    whose backward runs first), so its collective runs behind that chunk's backward, as the replay runs it. Options
-    None when every option gives the same curve."""
+    collective on stage 0 and the LM head's on the option's head stage. With several chunks per rank the head's
+    chunk finishes its backward before the rank's others (ZB-V: virtual stage 2p - 1 on rank 0; interleaving: the
+    last chunk of rank p - 1), and what that hides is credited to the chunks' reductions in order
+    (`ScheduleOption.reduction_suffixes`), the head's included. Options None when every option gives the same
+    curve."""
     gpu = ctx.gpu(building)
     groups: dict[Breakpoints, list[int]] = {}
     for o, option in enumerate(ctx.options):
-        head = j == ctx.head_stage(option) and option.chunks == 1
         lift = ((gpu.embedding_dp.dp_sync_s[variant] if j == 0 else 0.0)
-                + (gpu.head_dp.dp_sync_s[variant] if head else 0.0))
+                + (gpu.head_dp.dp_sync_s[variant] if j == ctx.head_stage(option) else 0.0))
         curve = ctx.dp_sync_curve(building, variant, option.chunks)
         groups.setdefault(Breakpoints(curve.x, tuple(y + lift for y in curve.y), curve.convex), []).append(o)
     if len(groups) == 1:
@@ -202,30 +201,32 @@ def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
             + min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings))
 
 
-def overlap_share(ctx: ShapeContext, option: ScheduleOption) -> float:
-    """rho_o: the share of a stage's time in the op that finalises its gradients, the backward I + W, or W alone
-    when the schedule splits it (ZB-H1, ZB-V)."""
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    final = layer.backward_weight_s if option.schedule in (Schedule.zb_h1, Schedule.zb_v) else (
-        layer.backward_input_s + layer.backward_weight_s)
-    return final / layer.total_s
-
-
 def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Vars dp_end >= the DP synchronisation left after stage 0's last backward op, dp_exposed >= dp_end plus the
-    first cross-building gather beyond gather0 (module docstring); a variant whose reduction does not overlap
-    (costmodel.dp.grad_reduce_overlaps) has rho = 0: dp_end >= dpi + dpx - M (1 - w[v]) (rows dp_overlap,
-    dp_first_overlap; with no overlapping variant rho_o = 0 for every o)."""
-    options = list(m.O)
+    first cross-building gather beyond gather0 (module docstring). Per schedule option o and suffix (share_i,
+    credit_i) of the chunks rank 0 reduces last (`ScheduleOption.reduction_suffixes`: one chunk, but for interleaved
+    1F1B and ZB-V, whose chunks reduce one after another as each one's gradients become final):
+        dp_end >= share_i (dpi + dpx) - credit_i C0 - M (1 - u[o])     (rows dp_overlap, dp_first_overlap)
+    beside choice-free floors dp_end >= s (dpi + dpx) - kappa_s C0 for each share s, kappa_s the most any option
+    credits a suffix of at least that share (max_o min_{i: share_i >= s} credit_i). A variant whose
+    reduction does not overlap (costmodel.dp.grad_reduce_overlaps) has no credit: dp_end >= dpi + dpx -
+    M (1 - w[v]) (with no overlapping variant, no option has any)."""
+    p, layer = ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer
     overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
-    rho = [-overlap_share(ctx, ctx.options[o]) if any(overlaps) else 0.0 for o in options]
+    credits = {o: [(share, credit if any(overlaps) else 0.0)
+                   for share, credit in ctx.options[o].reduction_suffixes(p, layer)] for o in m.O}
     c0 = first_stage_floor(m, ctx)
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
-    big = -min(rho) * most  # the floor row already holds dp_exposed - dpi - dpx >= -max_o rho_o C0
+    floors = {share: max(min(credit for at_least, credit in suffixes if at_least >= share)
+                         for suffixes in credits.values())
+              for share in {share for suffixes in credits.values() for share, _ in suffixes}}
+    big = floors[1.0] * most  # the floor rows already hold dp_end - dpi - dpx >= -floors[1] C0
     m.dp_end = pyo.Var(domain=pyo.NonNegativeReals)
     for name, dpi, dpx in (("dp_overlap", m.dpi, m.dpx), ("dp_first_overlap", m.dpi0, m.dpx0)):
-        rows = choice_lower_bounds(m.dp_end - dpi - dpx, [(rho, c0)], m.u, options, big)
+        rows = [m.dp_end >= share * (dpi + dpx) - credit * c0 for share, credit in sorted(floors.items())]
+        rows += [m.dp_end >= share * (dpi + dpx) - credit * c0 - big * (1 - m.u[o])
+                 for o, suffixes in credits.items() for share, credit in suffixes if credit < floors[share]]
         if any(overlaps):
             rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
         add_rows(m, name, rows)
