@@ -59,9 +59,6 @@ class Level:
     dp_sync: bool = True
     all_gathers: bool = True
     optimizer: bool = True
-    whole_backward_window: bool = False
-    """True: a chunk's DP reduction may overlap the whole last backward (I + W) of that chunk, as the MILP
-    assumes; False: each layer's reduction starts once its weight gradient is final (after W)."""
     steady_transfers: bool = True
     """False: a cross-building send moves its bytes only for the first microbatch forward and the last one
     backward (the fill and drain the MILP prices); the others take their latency and local cost only."""
@@ -230,8 +227,7 @@ class _Builder:
             self.done[g, a.stage, a.kind, a.microbatch] = node
             stream = self._sends(g, rank, a, node, work.send_s, track)
             if self.level.dp_sync and last_backward.get(a.stage) == k and self.w.overlap_grad_reduce:
-                window = stage.op_s("I") + stage.op_s("W") if self.level.whole_backward_window else stage.op_s(a.kind)
-                comm = self._reduce(rank, a.stage, stage, node, comm, window, comm_track)
+                comm = self._reduce(rank, a.stage, stage, node, comm, stage.op_s(a.kind), comm_track)
                 tail.append(comm)
         if self.level.dp_sync and not self.w.overlap_grad_reduce:
             for chunk in sorted(last_backward, key=last_backward.get):

@@ -3,12 +3,9 @@
 Breakdown by successive replays (each adds one group of effects, so the parts add up to the total):
   A compute only        compute + TP/CP + EP = busiest rank's work; bubble = makespan(A) - that
   B + pipeline sends    exposed PP = makespan(B) - makespan(A)
-  C + DP sync, optimizer (replayed only beside a prediction: it serves the DP overlap window below)
-  D + FSDP/HSDP all-gathers = the iteration time
+  D + DP sync, optimizer, FSDP/HSDP all-gathers = the iteration time
   optimizer = the last rank's step (capped by D - B); exposed DP = D - B - optimizer.
 Effects the MILP does not linearise, each measured by a replay without it:
-  DP overlap window   makespan(C) - makespan(C with each chunk's reduction free to overlap its whole last
-                      backward I + W): the MILP credits the backward share of stage 0's time
   schedule bubble     bubble(A) - beta (sum_j C_j - max_j C_j), beta = costmodel.schedule's coefficient,
                       C_j rank j's work per microbatch (the MILP's fill/drain formula, exact only in steady
                       state, e.g. ZB-V needs m >= 2p - 1)
@@ -48,8 +45,6 @@ generated instances: -5.1 % .. +8.5 % (benchmarks/verify_instances.py)."""
 
 COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
-NO_GATHERS = Level(all_gathers=False)
-NO_GATHERS_WHOLE_WINDOW = Level(all_gathers=False, whole_backward_window=True)
 STEADY_OFF = Level(steady_transfers=False)
 """D2's level; the chain D1 (FULL), D2 replays the average layer (workload.build_workload(average_layers=True))."""
 STEADY_PRICED = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.zb_h1, Schedule.zb_v)
@@ -103,14 +98,11 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
 
 
 def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> dict[str, ReplayResult]:
-    """The replays only the effects need (C, C0, D1, D2), each reused where it provably equals another: C0 is C
-    when no action is a W (a chunk's last backward is then a B, whose window already is I + W); D1 is D for a
+    """The replays only the effects need (D1, D2), each reused where it provably equals another: D1 is D for a
     model with one kind of layer (the same workload; the replay is deterministic); D2 is D1 when no pattern
     changes building (no send crosses one) or the MILP prices the schedule's steady sends (STEADY_PRICED)."""
     resolved, topology = workload.resolved, instance.topology
-    runs = {"C": replay(workload, topology, NO_GATHERS)}
-    split = any(a.kind == "W" for ops in resolved.actions.order for a in ops)
-    runs["C0"] = replay(workload, topology, NO_GATHERS_WHOLE_WINDOW) if split else runs["C"]
+    runs = {}
     mixed = mixes_layer_kinds(instance)
     average = build_workload(instance, resolved, average_layers=True) if mixed else workload
     runs["D1"] = replay(average, topology, FULL) if mixed else full
@@ -137,7 +129,7 @@ def _formula_bubble(workload: Workload) -> float:
 
 
 def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
-    a, c, c0 = (runs[k] for k in ("A", "C", "C0"))
+    a = runs["A"]
     bubble = max(0.0, a.makespan_s - a.busiest_compute_s - a.busiest_tp_cp_s - a.busiest_ep_s)
     formula = _formula_bubble(workload)
     resolved = workload.resolved
@@ -148,13 +140,6 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
             detail=f"the replayed {resolved.actions.name} order (p={resolved.actions.ranks}, "
                    f"m={resolved.actions.microbatches}) idles {bubble:.4f} s; the steady-state bubble formula "
                    f"gives {formula:.4f} s",
-        ))
-    window = c.makespan_s - c0.makespan_s
-    if window > 0:
-        effects.append(Effect(
-            name="DP overlap window", seconds=window,
-            detail="each layer's gradient reduction can start only once its weight gradient is final (after W "
-                   "in zero-bubble schedules); the MILP lets it overlap the whole last backward of stage 0",
         ))
     for name, (before, after), detail in (
         ("dense / MoE layers", ("D", "D1"),
