@@ -17,14 +17,16 @@ Per-layer terms that depend on the price group and DP variant (optimizer step o)
     opt >= n[j] o[k,v] + [j = 0] oE[k,v] + Hd[j] oH[k,v] - M (1 - y[j,k]) - M (1 - w[v])   (slowest holder),
     opt >= n[j] min_{k,v} o[k,v]     (oE, oH: the embedding's and LM head's step, Hd[j] = `chosen.head_on`)
 DP synchronisation is hierarchical (inside buildings, then across). When the reduction overlaps (the FSDP modes
-always, DDP under Training.overlap_grad_reduce: costmodel.dp.grad_reduce_overlaps) the last
-backward op of stage 0 hides part of it, layer by layer as its gradients become final (rho_o: that op's share of a
-stage's time under schedule o, the fused backward I + W, or W alone in zero-bubble schedules); a variant whose
-reduction starts after the rank's last backward (Megatron-core's default) has rho = 0. Stage 0's cross-building
-part starts only once its intra-building reduction is done, after that op, so nothing hides it (dpi0, dpx0:
-stage 0's own terms; rows for a variant v that does not overlap: dp_end >= dpi + dpx - M (1 - w[v])):
-    dp_end >= dpi + dpx - rho_o C0 - M (1 - u[o]),    dp_overlap (choice-free floor: max_o rho_o)
-    dp_end >= dpi0 + dpx0 - rho_o C0 - M (1 - u[o]),  dp_first_overlap;   dp_end >= dpx0,  dp_first
+always, DDP under Training.overlap_grad_reduce: costmodel.dp.grad_reduce_overlaps) each chunk of rank 0 reduces
+once the op that finalises it ends (the fused backward I + W, or W alone in zero-bubble schedules), layer by layer
+behind that op, one chunk after another, so the chunks that finish early hide theirs behind the ops that follow:
+per suffix i of the chunks reduced last, (share_i, credit_i) = `ScheduleOption.reduction_suffixes` (one chunk:
+(1, that op's share of the stage's time)); a variant whose reduction starts after the rank's last backward
+(Megatron-core's default) has no credit. Stage 0's cross-building part starts only once its intra-building
+reduction is done, after that op, so nothing hides it (dpi0, dpx0: stage 0's own terms; rows for a variant v that
+does not overlap: dp_end >= dpi + dpx - M (1 - w[v])):
+    dp_end >= share_i (dpi + dpx) - credit_i C0 - M (1 - u[o]),    dp_overlap (choice-free floors per share)
+    dp_end >= share_i (dpi0 + dpx0) - credit_i C0 - M (1 - u[o]),  dp_first_overlap;   dp_end >= dpx0,  dp_first
     C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
 (C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap). FSDP's first
 cross-building parameter gather (`traffic`: first_gather) runs at the start beside stage 0's own (gather0, below),
