@@ -104,7 +104,8 @@ def best_transports(instance: Instance, layout: Layout, layout_s: float) -> tupl
         return fastest(instance, [layout.model_copy(update={"transports": t}) for t in transport_choices(instance)])
     held = layout.link_transports()
     best, best_s = fastest(instance, [layout.model_copy(update={"transports": {
-        f"{link.a}-{link.b}": t if t in link.transports else held.get(f"{link.a}-{link.b}") for link in links}})
+        f"{link.a}-{link.b}": t if t in link.transports else held.get(f"{link.a}-{link.b}", link.transports[0])
+        for link in links}})
         for t in Transport])
     if best is None or best_s >= layout_s * (1 - IMPROVEMENT):
         best, best_s = layout, layout_s
