@@ -72,7 +72,7 @@ def llama405b_131k(scale: int) -> tuple[Instance, Layout]:
 
 
 def cases(scale: int) -> list[tuple[str, Instance, Layout]]:
-    """(name, instance, layout): PP 4-16, 1-4 distinct patterns, 64-448 microbatches at scale 1."""
+    """(name, instance, layout): PP 4-32, 1-8 distinct patterns, 16-112 microbatches at scale 1."""
     east_west = {"east": 1, "west": 1}
     mixtral_stages = [east_west, east_west, {"east": 2}, {"east": 2}, east_west, {"east": 1, "far": 1},
                       {"east": 1, "far": 1}, {"east": 2}]

@@ -102,14 +102,12 @@ def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> 
     model with one kind of layer (the same workload; the replay is deterministic); D2 is D1 when no pattern
     changes building (no send crosses one) or the MILP prices the schedule's steady sends (STEADY_PRICED)."""
     resolved, topology = workload.resolved, instance.topology
-    runs = {}
     mixed = mixes_layer_kinds(instance)
     average = build_workload(instance, resolved, average_layers=True) if mixed else workload
-    runs["D1"] = replay(average, topology, FULL) if mixed else full
+    d1 = replay(average, topology, FULL) if mixed else full
     crosses = any(len(set(pattern.buildings)) > 1 for pattern in resolved.patterns) and (
         resolved.schedule not in STEADY_PRICED)
-    runs["D2"] = replay(average, topology, STEADY_OFF) if crosses else runs["D1"]
-    return runs
+    return {"D1": d1, "D2": replay(average, topology, STEADY_OFF) if crosses else d1}
 
 
 def _formula_bubble(workload: Workload) -> float:
