@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -88,6 +89,11 @@ incumbent close to the pattern's optimum leaves the full MILPs (and the final ga
 NEIGHBOURS = 2
 """Shapes scaling the incumbent's shape out, per direction (`ShapeSearch.neighbours`), whose restrictions and
 patterns are solved each time the incumbent moves to another shape (`ShapeSearch.climb`)."""
+KEPT_MODELS = 4
+"""Models of restrictions and scaled layouts kept for reuse, the most recently used (`ShapeSearch.narrowed_model`):
+each climb from a new incumbent scales it out onto the same shapes and buildings again, and a build cannot be
+interrupted (the 131k-GPU Llama 3 405B at 20 s built one such model over eight buildings twice, 2.6 s each, and
+its full model once more)."""
 
 
 class InfeasibleInstance(InputError):
@@ -243,6 +249,9 @@ class ShapeSearch:
     """Per shape whose full MILP is solved pair by pair, each admissible (schedule option, DP variant) pair's bound
     on the objective per requested batch (`open_pairs`, `solve_pair`)."""
     closed_pairs: dict[int, set[Pair]] = field(default_factory=dict)
+    kept: OrderedDict[tuple[int, tuple[str, ...], tuple[Pair, ...]], tuple[HighsModel, ShapeContext]] = field(
+        default_factory=OrderedDict)
+    """Models of restrictions and scaled layouts with their contexts, by (shape, buildings, pairs)."""
     progress: ProgressHook | None = None
     phase: Phase = Phase.patterns
 
@@ -412,6 +421,24 @@ class ShapeSearch:
             self.model_build_s += seconds
             self.model_prior_s += build_prior_s(ctx)
 
+    def narrowed_model(self, i: int, buildings: list[str], pairs: list[Pair],
+                       check_fit: bool = True) -> tuple[HighsModel, ShapeContext] | None:
+        """Shape i's model over `buildings` holding only `pairs` (`narrowed`), with its context: one of the
+        KEPT_MODELS most recently used, or built now (the pace learns from it only when it holds every pair of the
+        shape, `built`); None when it must be built and, with `check_fit`, its build does not fit the time left."""
+        key = (i, tuple(buildings), tuple(pairs))
+        if key in self.kept:
+            self.kept.move_to_end(key)
+            return self.kept[key]
+        ctx = self.ctx(i)
+        sub = narrowed(ctx, buildings, pairs)
+        if check_fit and not self.fits(sub):
+            return None
+        self.kept[key] = self.build(i, sub, learn=len(pairs) == len(ctx.pairs)), sub
+        if len(self.kept) > KEPT_MODELS:
+            self.kept.popitem(last=False)
+        return self.kept[key]
+
     def model(self, i: int) -> HighsModel:
         """Shape i's MILP, built and translated to HiGHS once, dropped after its full solve (`best` keeps the
         incumbent's)."""
@@ -562,16 +589,16 @@ class ShapeSearch:
         ctx = self.ctx(i)
         pairs = ctx.pairs if every_pair else self.restriction_pairs(i)
         for restriction in restrictions(ctx) if pairs else []:
-            sub = narrowed(ctx, restriction.buildings, pairs)
-            if time_limit_s is None and not self.fits(sub):
+            restricted = self.narrowed_model(i, restriction.buildings, pairs, check_fit=time_limit_s is None)
+            if restricted is None:
                 return
-            model = self.build(i, sub, learn=len(pairs) == len(ctx.pairs))
+            model = restricted[0]
             for cells in [*restriction.patterns, None]:
                 if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                     return  # out of time; in the rescue, a plan is all it needs
                 with fixed_cells(model.model, cells):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s(),
-                               restricted=(model, sub))
+                               restricted=restricted)
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns that use every building (the others are solved in its restrictions) on its
@@ -585,8 +612,8 @@ class ShapeSearch:
             return
         restricted = None
         if time_limit_s is not None:
-            sub = narrowed(ctx, ctx.buildings, self.restriction_pairs(i) or list(ctx.pairs))
-            restricted = self.build(i, sub, learn=False), sub
+            restricted = self.narrowed_model(i, ctx.buildings, self.restriction_pairs(i) or list(ctx.pairs),
+                                             check_fit=False)
         for cells in fixings:
             if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                 return
@@ -634,16 +661,17 @@ class ShapeSearch:
                 continue
             pairs = [(o, v) for o, v in ctx.pairs
                      if (option not in ctx.options or o == option) and (variant not in ctx.variants or v == variant)]
-            sub = narrowed(ctx, [k for k in ctx.buildings if k in holders(scaled.cells)], pairs)
-            if not pairs or not self.fits(sub):
+            restricted = self.narrowed_model(i, [k for k in ctx.buildings if k in holders(scaled.cells)], pairs) \
+                if pairs else None
+            if restricted is None:
                 continue
-            model = self.build(i, sub, learn=len(pairs) == len(ctx.pairs))
             if self.remaining() <= 0:
                 return
+            model, sub = restricted
             with fixed_cells(model.model, scaled.cells), fixed_decisions(
                     model.model, sub.options.index(option) if option in sub.options else None,
                     sub.variants.index(variant) if variant in sub.variants else None, scaled.layers):
-                self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, self.pattern_s(), restricted=(model, sub))
+                self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, self.pattern_s(), restricted=restricted)
 
     def climb(self) -> None:
         """Hill-climb from the incumbent: price its scaled-out layouts (`scale_out`; when one wins, solve its shape's
@@ -704,6 +732,7 @@ class ShapeSearch:
             self.rescue()
         self.settle()
         self.models.clear()
+        self.kept.clear()
 
     def rescue(self) -> None:
         """The search ended without a plan (screening ate the time, or no restriction or pattern tried had one): the

@@ -355,3 +355,22 @@ def test_a_restriction_holds_fewer_pairs_but_every_option_and_variant(tiny):
     assert ranked[0] in held and len(held) < len(ranked)
     assert {o for o, _ in held} == {o for o, _ in ranked} and {v for _, v in held} == {v for _, v in ranked}
     assert len(search.best.ctx.buildings) < len(search.ctx(i).buildings)
+
+
+def test_a_restriction_s_model_is_built_once_and_reused_while_kept(tiny, monkeypatch):
+    # Each climb from a new incumbent scales it out onto the same shapes and buildings again: their models are kept
+    # (the KEPT_MODELS most recently used) instead of rebuilt, since a build cannot be interrupted.
+    search = two_hall_search(tiny)
+    i = next(i for i in range(len(search.candidates)) if restrictions(search.ctx(i))
+             and len(search.restriction_pairs(i)) > 1)
+    buildings, pairs = restrictions(search.ctx(i))[0].buildings, search.restriction_pairs(i)
+    builds = []
+    build = search.build
+    monkeypatch.setattr(search, "build", lambda *args, **kwargs: builds.append(args) or build(*args, **kwargs))
+    model, sub = search.narrowed_model(i, buildings, pairs)
+    assert sub.buildings == buildings and list(sub.pairs) == pairs
+    assert search.narrowed_model(i, buildings, pairs) == (model, sub) and len(builds) == 1
+    monkeypatch.setattr("scaleacross_milp.milp.solve.KEPT_MODELS", 1)
+    search.narrowed_model(i, buildings, pairs[:1])  # another model: the first one is dropped
+    assert len(builds) == 2 and len(search.kept) == 1
+    assert search.narrowed_model(i, buildings, pairs)[0] is not model and len(builds) == 3
