@@ -227,36 +227,47 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
     (PP(r), max of these). The volume rows are dpx + drain >= ... (`traffic.add_drain`: the head start of the
     stages after the first), so their floors are lowered by `drain`, an upper bound on it (`drain_most_s`)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
-    routes = ctx.routes
-    used = routes.used_links
-    if len(ctx.buildings) < 2 or not used:
+    if len(ctx.buildings) < 2 or not ctx.routes.used_links:
         return [(0.0, 0.0)]
-    links = [routes.links[i] for i in used]
-    speed = np.array([max(ctx.efficiency[i, t] for t in routes.links[i].transports)
-                      * routes.links[i].capacity_byte_s / GB for i in used])
+    speed, whole, needed, into, lam, per_chain, latency = _crossing_table(ctx)
     chi = option.boundary_crossings
-    per_chain = np.cumsum(np.sort(2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB * chi / speed))
-    latency = np.cumsum(np.sort([2 * chi * link.one_way_latency_s for link in links]))
 
     def pp(r: int) -> float:
-        hops = min(r - 1, len(links))
-        return 0.0 if hops <= 0 else float(cells * per_chain[hops - 1] + latency[hops - 1])
+        hops = min(r - 1, len(per_chain))
+        return 0.0 if hops <= 0 else float(chi * (cells * per_chain[hops - 1] + latency[hops - 1]))
 
-    whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
-                              for k in ctx.buildings), reverse=True))
-    needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
     v = ctx.variants.index(variant)
     gather, reduce = timed_volumes(ctx, v)[0], cross_volumes(ctx, v)[1]
     stage_gb = min(stage_grad_gb(ctx, j, option.layer_granularity, option) for j in range(p))
-    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)) for k in ctx.buildings)
-    lam = 2 * min(routes.latency_s.values())
     alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []
     for r in range(min(needed, len(whole) + 1)):
         split = max(1, p - (int(whole[r - 1]) if r else 0))
-        volume = split * (gather + reduce) * stage_gb / (2 * speed.sum())
+        volume = split * (gather + reduce) * stage_gb / (2 * speed)
         moved = max(volume, max(min(gather, reduce), gather / 2) * stage_gb / into)
         alternatives.append((pp(r), np.maximum(lam, moved - drain)))
     return alternatives
+
+
+def _crossing_table(ctx: ShapeContext) -> tuple[float, np.ndarray, int, float, float, np.ndarray, np.ndarray]:
+    """What `crossing_alternatives_s` reads of the shape whatever the option and variant, found once per shape
+    (`ShapeContext.bound_tables`): the used links' total best speed (sum of c eta, GB/s), W(r), B, the fastest
+    total speed into one building, the least round-trip latency, and per chain of one crossing (chi_o = 1) the
+    cumulative sums of the cheapest links' 2 A / (c eta) and of the smallest 2 lambda (one entry per used link)."""
+    if "crossing" not in ctx.bound_tables:
+        p, cells, routes = ctx.shape.pp, ctx.shape.cells_per_stage, ctx.routes
+        links = [routes.links[i] for i in routes.used_links]
+        speed = np.array([max(ctx.efficiency[i, t] for t in routes.links[i].transports)
+                          * routes.links[i].capacity_byte_s / GB for i in routes.used_links])
+        whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
+                                  for k in ctx.buildings), reverse=True))
+        needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
+        into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b))
+                   for k in ctx.buildings)
+        ctx.bound_tables["crossing"] = (
+            float(speed.sum()), whole, needed, into, 2 * min(routes.latency_s.values()),
+            np.cumsum(np.sort(2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB / speed)),
+            np.cumsum(np.sort([2 * link.one_way_latency_s for link in links])))
+    return ctx.bound_tables["crossing"]
 
 
 def drain_most_s(ctx: ShapeContext, option: ScheduleOption, first_layers: np.ndarray) -> np.ndarray:
@@ -271,12 +282,15 @@ def drain_most_s(ctx: ShapeContext, option: ScheduleOption, first_layers: np.nda
 def _position_groups(ctx: ShapeContext, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(tau, e) per GPU type t and stage j, shapes (types, 1) and (types, p): the layer time and the smallest fixed
     stage time with the LM head on stage `head` (over the options without one) for j's position (first, between,
-    last) on type t."""
-    p = ctx.shape.pp
-    positions = [0] + [1] * max(p - 2, 0) + ([2] if p > 1 else [])
-    groups = _speed_groups(ctx, head)
-    tau = np.array([[t] for t, _, _ in groups])
-    return tau, np.array([[fixed[q] for q in positions] for _, _, fixed in groups])
+    last) on type t. Found once per shape and head (`ShapeContext.bound_tables`)."""
+    key = ("position groups", head)
+    if key not in ctx.bound_tables:
+        p = ctx.shape.pp
+        positions = [0] + [1] * max(p - 2, 0) + ([2] if p > 1 else [])
+        groups = _speed_groups(ctx, head)
+        tau = np.array([[t] for t, _, _ in groups])
+        ctx.bound_tables[key] = tau, np.array([[fixed[q] for q in positions] for _, _, fixed in groups])
+    return ctx.bound_tables[key]
 
 
 def layer_caps(ctx: ShapeContext, cycles: np.ndarray, head: int | None = None) -> np.ndarray:
@@ -304,8 +318,9 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
     p2p, eF: the fastest forward per layer, intra-building send and embedding forward). Under gather0 <= X stage j
     holds at most h_j(X) = floor((X + head_j) / g) layers, a multiple of `grain`, at most `rooms`[j] (HBM) and
     caps[i, j] (the cycle, `layer_caps`); filling each stage to h_j maximises every later head start, so X is
-    feasible iff those stages hold L layers with none below `grain` (filling past L only relaxes this). Bisection
-    on X (feasibility grows with X) returns its low end, so the floor is never above the least X."""
+    feasible iff those stages hold L layers with none below `grain` (filling past L only relaxes this). A search
+    on X (feasibility grows with X), SEARCH_WAYS - 1 trial budgets per bracket and row at once for SEARCH_ROUNDS
+    rounds, returns its low end, so the floor is never above the least X."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     n0 = np.asarray(first_layers, dtype=float)
     if gather <= 0:
@@ -320,19 +335,22 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
 
     def feasible(budget: np.ndarray) -> np.ndarray:
-        held, ok = n0.copy(), np.ones_like(n0, dtype=bool)
+        """Rows x trials: whether each trial budget fills that row's stages."""
+        held, ok = np.repeat(n0[:, None], budget.shape[1], axis=1), np.ones(budget.shape, dtype=bool)
         for j in range(1, p):
             head = held * tau_f + j * send + embedding
-            n_j = np.minimum(np.floor((budget + head) / gather + 1e-9), limit[:, j]) // grain * grain
+            n_j = np.minimum(np.floor((budget + head) / gather + 1e-9), limit[:, j, None]) // grain * grain
             ok &= n_j >= grain
             held = held + np.maximum(n_j, 0.0)
         return ok & (held >= layers)
 
-    low, high = n0 * gather, n0 * gather + layers * gather
-    for _ in range(BISECTIONS):
-        mid = (low + high) / 2
-        fits = feasible(mid)
-        high, low = np.where(fits, mid, high), np.where(fits, low, mid)
+    low, width = n0 * gather, np.full(len(n0), layers * gather)
+    steps = np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
+    for _ in range(SEARCH_ROUNDS):
+        fits = feasible(low[:, None] + width[:, None] * steps[None, :])
+        below = (~fits).sum(axis=1)  # trials below the least feasible one (feasibility grows with the budget)
+        width = width / SEARCH_WAYS
+        low = low + below * width
     return np.maximum(low, n0 * gather)
 
 
@@ -341,19 +359,28 @@ UNREACHABLE = -1e18
 every layer count, and a product with a zero count is 0, not nan."""
 CYCLE_STEPS = 4
 """Cap changes c_0 = c(n0) < c_1 < ... at which `pipeline_and_gathers_s` trades pipeline time for gathers."""
-BISECTIONS = 12
-"""Halvings of `first_gather_floors_s`'s bracket [n0 g, n0 g + L g]: within L g / 2^12 (0.025 % of the whole
-model's gather time) of the least X; the low end is returned, so fewer halvings only loosen the floor that much
-(20 halvings took a fifth of a shape's sharpening)."""
+LAZY_ROWS = 16
+"""(n0, cycle step) rows of `pipeline_and_gathers_s`'s first search for the least; the next take twice as many."""
+SEARCH_WAYS = 16
+SEARCH_ROUNDS = 3
+"""`first_gather_floors_s` splits its bracket [n0 g, n0 g + L g] into SEARCH_WAYS parts per round, trying the
+SEARCH_WAYS - 1 inner budgets at once: after SEARCH_ROUNDS rounds it is within L g / 16^3 = L g / 2^12 (0.025 % of
+the whole model's gather time) of the least X, as twelve halvings were, in a quarter of the numpy calls (the
+halvings took 40 % of sharpening the 452 shapes of a 1,000-GPU, five-zone instance); the low end is returned, so a
+coarser search only loosens the floor."""
+RESOLUTION = SEARCH_WAYS**SEARCH_ROUNDS
+"""The parts of L g the search resolves."""
 
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
-                           cycles: np.ndarray, rooms: np.ndarray) -> np.ndarray:
-    """P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time f(c) = m c + beta_o max(0, S - c) (growing
-    with c, as m >= beta_o) plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by
-    `layer_caps`(c), shrinking with c). With c_0 = c(n0) and c_{i+1} = `next_cap_change`(c_i), the caps are those
-    of c_i on all of [c_i, c_{i+1}), so P >= min( min_{i < K} f(c_i) + F(n0, caps(c_i)), f(c_K) + F(n0, no caps) ),
-    K = CYCLE_STEPS."""
+                           cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray) -> float:
+    """min over n0 of extra(n0) + P(n0), P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time
+    f(c) = m c + beta_o max(0, S - c) (growing with c, as m >= beta_o) plus the first gathers' floor F
+    (`first_gather_floors_s` with the stages capped by `layer_caps`(c), shrinking with c). With c_0 = c(n0) and
+    c_{i+1} = `next_cap_change`(c_i), the caps are those of c_i on all of [c_i, c_{i+1}), so
+    P >= min( min_{i < K} f(c_i) + F(n0, caps(c_i)), f(c_K) + F(n0, no caps) ), K = CYCLE_STEPS. F >= n0 g, so the
+    (n0, c_i) rows are searched in order of extra + f(c_i) + n0 g, LAZY_ROWS at first and twice as many each time
+    after, until that order's next row cannot beat the least found: the least is the same as over every row."""
     mb, grain = ctx.shape.microbatches, option.layer_granularity
     head = ctx.head_stage(option)
     total, _ = stage_floors_s(ctx, head)
@@ -363,7 +390,7 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         return mb * c + beta * np.maximum(0.0, total - c)
 
     if variant.mode is DPMode.ddp:
-        return pipeline(cycles)
+        return float(np.min(extra + pipeline(cycles)))
     gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
                                     ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
 
@@ -372,8 +399,17 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     for _ in range(CYCLE_STEPS):
         steps.append(next_cap_change(ctx, steps[-1], head))
     caps = np.vstack([layer_caps(ctx, c, head) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
-    floors = first_gather_floors_s(ctx, np.tile(first_layers, CYCLE_STEPS + 1), gather, grain, rooms, caps)
-    return np.min([pipeline(c) + floors[i * n:(i + 1) * n] for i, c in enumerate(steps)], axis=0)
+    first = np.tile(first_layers, CYCLE_STEPS + 1)
+    base = np.concatenate([extra + pipeline(c) for c in steps])
+    lower = base + np.maximum(first * gather, 0.0)
+    order = np.argsort(lower, kind="stable")
+    best, done, size = math.inf, 0, LAZY_ROWS
+    while done < len(order) and lower[order[done]] < best:
+        rows = order[done:done + size]
+        floors = first_gather_floors_s(ctx, first[rows], gather, grain, rooms, caps[rows])
+        best = min(best, float(np.min(base[rows] + floors)))
+        done, size = done + len(rows), 2 * size
+    return best
 
 
 def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
@@ -416,8 +452,7 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     crossing = np.min([pp + np.maximum(0.0, exposed + dp)
                        for pp, dp in crossing_alternatives_s(ctx, option, variant,
                                                              drain_most_s(ctx, option, n0))], axis=0)
-    bound = opt + crossing + pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms)
-    return float(bound.min())
+    return pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms, opt + crossing)
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:

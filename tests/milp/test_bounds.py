@@ -9,7 +9,7 @@ import pytest
 
 from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.bounds import (
-    BISECTIONS,
+    RESOLUTION,
     attainable_options,
     crossing_alternatives_s,
     cycle_floor_s,
@@ -151,7 +151,7 @@ def test_the_first_gather_floor_is_the_deepest_stages_exposure(tiny):
     n0 = np.arange(1, 32, dtype=float)
     expected = np.maximum(n0 * gather, (32 - n0) * gather - (
         n0 * gpu.layer.forward_s + gpu.p2p_intra_s + gpu.first_stage_extra.forward_s))
-    precision = 32 * gather / 2**BISECTIONS  # the bisection's stated resolution; it returns the bracket's low end
+    precision = 32 * gather / RESOLUTION  # the search's stated resolution; it returns the bracket's low end
     floors = first_gather_floors_s(ctx, n0, gather)
     assert np.all(floors <= expected * (1 + 1e-12)) and np.all(expected - floors <= precision)
     # A cycle at which stage 1 holds at most K layers: n0 >= L - K splits as before; smaller n0 cannot split at
