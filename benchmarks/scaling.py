@@ -6,7 +6,9 @@ and buildings 2 -> 16, for a dense and a MoE model (issue 13).
 
 Each point is a generated instance (`generate.DesignPoint`: the model, B buildings of unequal sizes summing to the
 GPUs in a chain of 50 km links, 1:4 cross-building oversubscription, no loss, H100 only, seed 0). Screening is
-`milp.screen.screen` of every shape on its own (no deadline: the full screen the solve starts with); build is the
+`milp.screen.screen` of every shape on its own (no deadline: the full screen the solve starts with), sharpen the
+pricing of every shape that passed and the sharpening of its bounds over every pair (`bounds.first_stage_lower_bound_s`,
+what the search does lazily for the shapes at the front of its queue); build is the
 solve's screening plus Pyomo model building and translation to HiGHS (`SolveStats.build_s`), HiGHS the time inside
 the solver (`solver_s`), wall the whole solve (verification excluded).
 """
@@ -23,14 +25,15 @@ from rich.console import Console
 from rich.table import Table
 
 from scaleacross_milp.generate import DesignPoint, design_instance
+from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import NoPlanFound, solve_instance
 
 DEFAULT_POINTS = ("1024x2", "4096x4", "16384x8", "65536x8", "131072x16", "262144x16")
 """GPUs x buildings: 1,024 to 262,144 GPUs, 2 to 16 buildings."""
-COLUMNS = ["model", "gpus", "buildings", "shapes", "screen_s", "build_s", "highs_s", "wall_s", "status", "gap_pct",
-           "iteration_s", "variables", "constraints"]
+COLUMNS = ["model", "gpus", "buildings", "shapes", "screen_s", "sharpen_s", "build_s", "highs_s", "wall_s", "status",
+           "gap_pct", "iteration_s", "variables", "constraints"]
 
 
 def point(text: str) -> tuple[int, int]:
@@ -47,6 +50,11 @@ def measure(model: str, gpus: int, buildings: int, limit: float) -> dict[str, ob
     start = time.perf_counter()
     screening = screen(instance, route_table(instance.topology), math.inf)
     row.update(screen_s=time.perf_counter() - start, shapes=screening.total)
+    start = time.perf_counter()
+    for candidate in screening.candidates:
+        ctx = screening.context(candidate)
+        first_stage_lower_bound_s(ctx, ctx.pairs)
+    row.update(sharpen_s=time.perf_counter() - start)
     try:
         plan = solve_instance(instance, time_limit_s=limit)
     except NoPlanFound as exc:

@@ -243,7 +243,14 @@ class ShapeSearch:
     """Seconds spent building and translating shape models so far (`build_s` also counts screening)."""
     model_prior_s: float = 0.0
     """What `build_prior_s` predicted for the models built so far: model_build_s / model_prior_s is this machine's
-    pace against the prior (`fits`)."""
+    pace against the prior (`fits`). Both count models over two buildings or more."""
+    single_build_s: float = 0.0
+    single_prior_s: float = 0.0
+    """The same for models of one building, whose pace is learned apart: with no cross-building rows they build
+    several times faster than their prior (0.02-0.06 s against 0.3 s and more on five-zone instances of 1,000 GPUs),
+    and the seed's own solve, over one building, stopped its search at 0.21 s of its 0.5 s predicting builds it did not
+    have time for, so the plan it climbs from depended on the time limit (0.24 s per iteration at 2 s, 0.16 s at
+    10 s)."""
     models: dict[int, HighsModel] = field(default_factory=dict)
     pair_bounds: dict[int, dict[Pair, float]] = field(default_factory=dict)
     """Per shape whose full MILP is solved pair by pair, each admissible (schedule option, DP variant) pair's bound
@@ -390,9 +397,12 @@ class ShapeSearch:
         return math.isinf(self.incumbent) or self.build_s_predicted(ctx) <= self.remaining()
 
     def build_s_predicted(self, ctx: ShapeContext) -> float:
-        """Seconds to build and translate ctx's model: `build_prior_s` times the pace of the builds so far against
-        it (1 before any), plus what its stream paths still need (`stream_paths.pending_s`)."""
-        pace = self.model_build_s / self.model_prior_s if self.model_prior_s else 1.0
+        """Seconds to build and translate ctx's model: `build_prior_s` times the pace of the builds of its kind so
+        far against it (1 before any; one-building models and the others apart, `single_build_s`), plus what its
+        stream paths still need (`stream_paths.pending_s`)."""
+        seconds, prior = ((self.model_build_s, self.model_prior_s) if len(ctx.buildings) > 1
+                          else (self.single_build_s, self.single_prior_s))
+        pace = seconds / prior if prior else 1.0
         return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_path_arguments(ctx))
 
     def build(self, i: int, ctx: ShapeContext, learn: bool = True) -> HighsModel:
@@ -413,13 +423,15 @@ class ShapeSearch:
         return model
 
     def built(self, ctx: ShapeContext, seconds: float, learn: bool = True) -> None:
-        """Count ctx's model built in `seconds`; the pace learns from models over two buildings or more only (one
-        building's model has no cross-building rows and builds several times faster than its prior), when
-        `learn`."""
+        """Count ctx's model built in `seconds`; when `learn`, the pace of its kind (over one building, or over
+        more) learns from it."""
         self.build_s += seconds
         if learn and len(ctx.buildings) > 1:
             self.model_build_s += seconds
             self.model_prior_s += build_prior_s(ctx)
+        elif learn:
+            self.single_build_s += seconds
+            self.single_prior_s += build_prior_s(ctx)
 
     def narrowed_model(self, i: int, buildings: list[str], pairs: list[Pair],
                        check_fit: bool = True) -> tuple[HighsModel, ShapeContext] | None:

@@ -24,6 +24,7 @@ from scaleacross_milp.milp.solve import (
     ShapeSearch,
     build_prior_s,
     extent,
+    narrowed,
     seed_plan,
     seed_seconds,
     solve_instance,
@@ -374,3 +375,19 @@ def test_a_restriction_s_model_is_built_once_and_reused_while_kept(tiny, monkeyp
     search.narrowed_model(i, buildings, pairs[:1])  # another model: the first one is dropped
     assert len(builds) == 2 and len(search.kept) == 1
     assert search.narrowed_model(i, buildings, pairs)[0] is not model and len(builds) == 3
+
+
+def test_one_building_models_learn_a_pace_of_their_own(tiny):
+    # A one-building model has no cross-building rows and builds several times faster than its prior: it teaches
+    # the pace of one-building builds only (the seed's solve over one building stopped half-way through its time
+    # when it predicted its builds at the prior), and a model over both halls keeps the prior until one is built.
+    search = two_hall_search(tiny)
+    ctx = search.ctx(0)
+    one = narrowed(ctx, ctx.buildings[:1], list(ctx.pairs))
+    before_one, before_two = search.build_s_predicted(one), search.build_s_predicted(ctx)
+    search.built(one, 0.1 * build_prior_s(one))
+    assert search.build_s_predicted(one) == pytest.approx(before_one - 0.9 * build_prior_s(one))
+    assert search.build_s_predicted(ctx) == before_two
+    search.built(ctx, 2 * build_prior_s(ctx))
+    assert search.build_s_predicted(ctx) == pytest.approx(before_two + build_prior_s(ctx))
+    assert search.build_s_predicted(one) == pytest.approx(before_one - 0.9 * build_prior_s(one))
