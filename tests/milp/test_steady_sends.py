@@ -131,10 +131,11 @@ def test_gpipe_over_a_far_boundary_pays_each_send_s_latency_in_turn(tiny):
     assert replay == pytest.approx(predicted, rel=0.1)
 
 
-def eight_stages_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: float, km: float = 20) -> tuple:
-    """Llama 3 8B, TP8 PP8 DP1, 4 layers per stage, stage 0 in A (8 GPUs) and stages 1-7 in B (56), placement
-    fixed."""
-    halls = [HALLS[0], {**HALLS[1], "gpus": 56}]
+def eight_stages_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: float, km: float = 20,
+                                in_a: int = 1) -> tuple:
+    """Llama 3 8B, TP8 PP8 DP1, 4 layers per stage, stages 0 to in_a - 1 in A (8 GPUs each) and the others in B,
+    placement fixed."""
+    halls = [{**HALLS[0], "gpus": 8 * in_a}, {**HALLS[1], "gpus": 8 * (8 - in_a)}]
     instance = tiny(buildings=halls, links=[{**LINK[0], "capacity_gbit_s": gbit_s, "distance_km": km}],
                     global_batch_sequences=microbatches, search={"dp_modes": ["ddp"], "schedules": [schedule]})
     ctx = shape_context(instance, Shape(tp=8, pp=8, dp=1, micro_batch=1, microbatches=microbatches),
@@ -143,8 +144,8 @@ def eight_stages_over_two_halls(tiny, schedule: str, microbatches: int, gbit_s: 
     for j in m.J:
         m.n[j].fix(4)
         for k in m.K:
-            m.x[j, k].fix(1 if k == ("A" if j == 0 else "B") else 0)
-            m.y[j, k].fix(1 if k == ("A" if j == 0 else "B") else 0)
+            m.x[j, k].fix(1 if k == ("A" if j < in_a else "B") else 0)
+            m.y[j, k].fix(1 if k == ("A" if j < in_a else "B") else 0)
     highs = HighsModel(m)
     assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
     polish(highs, m.T, threads=1)
@@ -163,3 +164,18 @@ def test_the_gradient_stream_waits_for_the_warm_up_forwards_to_cross(tiny, sched
     assert pyo.value(m.Tpipe) >= pyo.value(m.Cst[0]) + 15 * send - 1e-9
     predicted, replay = replayed(ctx, m)
     assert replay == pytest.approx(predicted, rel=0.1)
+
+
+@pytest.mark.parametrize("microbatches", [16, 32])
+def test_zb_v_keeps_2p_minus_j_microbatches_in_flight_behind_a_far_boundary(tiny, microbatches):
+    # ZB-V's rank j runs 2p - j chunk-0 forwards before its first chunk-0 input backward (torch's ZBVZeroBubble
+    # order, `costmodel.actions`), so its round trip (chunk 0 out to rank p - 1, chunk 1 back to rank 0 and both
+    # backward: every boundary crossed twice, those at or beyond j four times) bounds the cycle far less than 1F1B's
+    # p - j microbatches in flight would: with a 2,800 km boundary (13.7 ms one way) after stage 5, p - j = 3 would
+    # hold the cycle at (sum_{j >= 5} C_j + 4 latency) / 3, above every stage's time (the MILP 4.2 % and 6.1 % above
+    # the replay); with 2p - j = 11 the MILP agrees with the replay.
+    ctx, m = eight_stages_over_two_halls(tiny, "zb-v", microbatches, gbit_s=12800, km=2800, in_a=6)
+    latency, stages = pyo.value(m.lat[5]), [pyo.value(m.Cst[j]) for j in m.J]
+    assert latency > 0.013 and (sum(stages[5:]) + 4 * latency) / 3 > max(stages)
+    predicted, replay = replayed(ctx, m)
+    assert predicted == pytest.approx(replay, rel=0.01)
