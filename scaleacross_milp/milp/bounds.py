@@ -335,14 +335,19 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
 
     def feasible(budget: np.ndarray) -> np.ndarray:
-        """Rows x trials: whether each trial budget fills that row's stages."""
-        held, ok = np.repeat(n0[:, None], budget.shape[1], axis=1), np.ones(budget.shape, dtype=bool)
+        """Rows x trials: whether each trial budget fills that row's stages (a row whose stage gets fewer than
+        `grain` layers is infeasible whatever the later stages hold, so their counts need no clipping at 0)."""
+        held = np.repeat(n0[:, None], budget.shape[1], axis=1)
+        start = budget / gather + (embedding / gather + 1e-9)
+        least = np.full(budget.shape, np.inf)
         for j in range(1, p):
-            head = held * tau_f + j * send + embedding
-            n_j = np.minimum(np.floor((budget + head) / gather + 1e-9), limit[:, j, None]) // grain * grain
-            ok &= n_j >= grain
-            held = held + np.maximum(n_j, 0.0)
-        return ok & (held >= layers)
+            n_j = np.floor(held * (tau_f / gather) + (start + j * send / gather))
+            np.minimum(n_j, limit[:, j, None], out=n_j)
+            if grain > 1:
+                n_j = n_j // grain * grain
+            np.minimum(least, n_j, out=least)
+            held += n_j
+        return (least >= grain) & (held >= layers)
 
     low, width = n0 * gather, np.full(len(n0), layers * gather)
     steps = np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
