@@ -92,8 +92,8 @@ patterns are solved each time the incumbent moves to another shape (`ShapeSearch
 KEPT_MODELS = 4
 """Models of restrictions and scaled layouts kept for reuse, the most recently used (`ShapeSearch.narrowed_model`):
 each climb from a new incumbent scales it out onto the same shapes and buildings again, and a build cannot be
-interrupted (the 131k-GPU Llama 3 405B at 20 s built one such model over eight buildings twice, 2.6 s each, and
-its full model once more)."""
+interrupted (a profiled 20 s solve of the 131k-GPU Llama 3 405B built one such model over eight buildings twice,
+2.6 s each)."""
 
 
 class InfeasibleInstance(InputError):

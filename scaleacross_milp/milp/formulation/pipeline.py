@@ -142,19 +142,21 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
                                                 m.u, options, big))
     add_steady_sends(m, ctx, regular, terms, big, bounds["pp_arc"])
 
-    kinds = [ctx.options[o].schedule for o in options]
-    looped = [ctx.options[o].steady_state_latency_bound and kind not in (Schedule.interleaved, Schedule.zb_v)
-              for o, kind in zip(options, kinds, strict=True)]
+    v_shaped = [ctx.options[o].schedule is Schedule.zb_v for o in options]
+    looped = [ctx.options[o].steady_state_latency_bound and ctx.options[o].schedule is not Schedule.interleaved
+              and not v for o, v in zip(options, v_shaped, strict=True)]
+    steady = [2 * c if loop else 0 for loop, c in zip(looped, chi, strict=True)]
     every = sum(m.lat[b] for b in regular)
     rows = []
     for j in range(p - 1):
         downstream = sum(m.Cst[i] for i in range(j, p))
         ahead = sum(m.lat[b] for b in regular if b >= j)
-        v_shaped = [2 / (2 * p - j) if kind is Schedule.zb_v else 0.0 for kind in kinds]
-        rows += choice_lower_bounds(m.cycle, [([1 / (p - j) if loop else 0.0 for loop in looped], downstream),
-                                              ([2 * c / (p - j) if loop else v for loop, c, v in
-                                                zip(looped, chi, v_shaped, strict=True)], ahead),
-                                              (v_shaped, every)], m.u, options, big)
+        rows += choice_lower_bounds((p - j) * m.cycle, [([1 if loop else 0 for loop in looped], downstream),
+                                                        (steady, ahead)], m.u, options, big)
+        if any(v_shaped):  # ZB-V's rows apart, 1F1B's kept as they are; [1:] drops the floor row, (2p - j) cycle >= 0
+            rows += choice_lower_bounds((2 * p - j) * m.cycle, [([2 if v else 0 for v in v_shaped], ahead),
+                                                                ([2 if v else 0 for v in v_shaped], every)],
+                                        m.u, options, big)[1:]
     add_rows(m, "round_trip", rows)
     add_rows(m, "interleaved_round_trip", [row for o in options if ctx.options[o].schedule is Schedule.interleaved
                                            for row in interleaved_round_trips(m, ctx, o, wrap, big)])
