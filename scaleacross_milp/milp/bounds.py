@@ -28,17 +28,21 @@ from functools import lru_cache
 
 import numpy as np
 
-from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.dp import start_gather_terms
+from scaleacross_milp.costmodel import memory
+from scaleacross_milp.costmodel.costs import DPVariant, OpTimes
+from scaleacross_milp.costmodel.dp import dp_cross_phases, start_gather_terms
 from scaleacross_milp.costmodel.price import held_usd_per_s
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
+from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.milp.volumes import (
     GB,
     cross_volumes,
     drain_layer_s,
     drain_share,
+    fixed_grad_gb,
     gather_passes,
+    layer_grad_gb,
     stage_grad_gb,
     timed_volumes,
 )
@@ -218,12 +222,14 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
     the link's best c eta) and the boundaries it crosses cost 2 chi_o lambda each, so
         PP(r) = D sum_{r-1 cheapest links} 2 A chi_o / (c eta)_l + 2 chi_o sum_{r-1 smallest} lambda_l.
     Whole stages fit in r buildings only W(r) times (sum of the r largest floor(cells_k / D)); the fewest buildings
-    holding all p is B. With no stage split, r >= B: (PP(B), 0). Otherwise, for r < B, at least
-    s = max(1, p - W(r)) stages are split; a split stage j held by h >= 2 buildings moves (G_v + Q_v)(h - 1) S_j
-    GB over the links at the end of the step (`traffic`: S_j the stage's gradient GB at the average layer count, G_v
-    the gathers left at the end, `timed_volumes`: none of FSDP's parameter gathers), and dpx >= dpe[a] / (c eta)_a
-    on every arc, so dpx >= sum_a dpe[a] / sum_a (c eta)_a >= s (G_v + Q_v) S_min / (2 sum_l (c eta)_l);
-    its minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_min over its links, and dpx >= 2 lambda_min:
+    holding all p is B. With no stage split, r >= B: (PP(B), 0). Otherwise, for r < B, at most w = min(W(r), p - 1)
+    stages are whole and s = p - w are split; a split stage j held by h >= 2 buildings moves (G_v + Q_v)(h - 1) S_j
+    GB over the links at the end of the step (`traffic`: S_j = g n[j] + e_j its gradient GB, G_v the gathers left at
+    the end, `timed_volumes`: none of FSDP's parameter gathers), and dpx >= dpe[a] / (c eta)_a on every arc, so
+    dpx >= sum_a dpe[a] / sum_a (c eta)_a >= (G_v + Q_v) sum_{j split} S_j / (2 sum_l (c eta)_l), where
+    sum_{j split} S_j >= max(s S_min, g (L - the w largest stage rooms in layers)), and = g L + sum_j e_j when w = 0
+    (every stage split); a split stage's minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_j over its
+    links, S_j >= S_min (>= g ceil(L / p) for the largest stage when every stage is split), and dpx >= 2 lambda_min:
     (PP(r), max of these). The volume rows are dpx + drain >= ... (`traffic.add_drain`: the head start of the
     stages after the first), so their floors are lowered by `drain`, an upper bound on it (`drain_most_s`)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
@@ -238,12 +244,20 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
 
     v = ctx.variants.index(variant)
     gather, reduce = timed_volumes(ctx, v)[0], cross_volumes(ctx, v)[1]
-    stage_gb = min(stage_grad_gb(ctx, j, option.layer_granularity, option) for j in range(p))
+    grain, layers = option.layer_granularity, ctx.instance.model_spec.layers
+    stage_gb = min(stage_grad_gb(ctx, j, grain, option) for j in range(p))
+    rooms = np.minimum(stage_rooms(ctx, option, variant), layers - (p - 1) * grain)
+    held_most = np.concatenate([[0.0], np.cumsum(np.sort(rooms)[::-1])])
+    every_stage_gb = layer_grad_gb(ctx) * layers + sum(fixed_grad_gb(ctx, j, option) for j in range(p))
     alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []
     for r in range(min(needed, len(whole) + 1)):
-        split = max(1, p - (int(whole[r - 1]) if r else 0))
-        volume = split * (gather + reduce) * stage_gb / (2 * speed)
-        moved = max(volume, max(min(gather, reduce), gather / 2) * stage_gb / into)
+        kept = min(int(whole[r - 1]) if r else 0, p - 1)
+        split = p - kept
+        split_gb = every_stage_gb if kept == 0 else max(
+            split * stage_gb, layer_grad_gb(ctx) * (layers - held_most[kept]))
+        largest_gb = max(stage_gb, layer_grad_gb(ctx) * math.ceil(layers / p)) if kept == 0 else stage_gb
+        volume = (gather + reduce) * split_gb / (2 * speed)
+        moved = max(volume, max(min(gather, reduce), gather / 2) * largest_gb / into)
         alternatives.append((pp(r), np.maximum(lam, moved - drain)))
     return alternatives
 
@@ -477,13 +491,57 @@ def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:
     return attainable(ctx.options, ctx.instance.model_spec.layers, ctx.shape.pp)
 
 
-def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float) -> float:
-    """(L tau_min + e_min) (m + beta_min (p - 1)) / p, with tau_min (`layer_s`) the least time of a layer and
-    microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta_min (`bubble`) the
-    least bubble coefficient of the shape's options: at most `lower_bound_s`, whose pipeline term is
-    m c + beta_o max(0, S - c) >= S (m + beta_o (p - 1)) / p at c >= S / p (m >= beta_o) with S >= L tau_min + e_min,
-    so a valid bound for a shape not yet priced (it reads only per-cell costs)."""
-    return (layers * layer_s + fixed_s) * (shape.microbatches + bubble * (shape.pp - 1)) / shape.pp
+def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float,
+                    exposures: tuple[tuple[float, float], ...] = ((0.0, 0.0),)) -> float:
+    """min over c >= S / p of m c + beta (S - c)^+ + min over (X, k) of `exposures` of (X - k c)^+, with
+    S = L tau_min + e_min, tau_min (`layer_s`) the least time of a layer and microbatch over the GPU types, e_min
+    (`fixed_s`) the least embedding plus LM-head time, beta (`bubble`) a bubble coefficient and each (X, k) a floor X
+    of cross-building DP time hidden at most k c (`split_exposures`). Without exposures it is S (m + beta (p - 1)) / p:
+    `lower_bound_s`'s pipeline term is m c + beta_o max(0, S - c) at c >= S / p (m >= beta_o) with S >= L tau_min +
+    e_min, and `sharpened_bound_s` adds the crossing X - k c at a cycle c >= C0; convex and piecewise linear in c,
+    the minimum is at S / p, S or X / k. A valid bound for a shape not yet priced (it reads only per-cell costs)."""
+    m, p = shape.microbatches, shape.pp
+    total = layers * layer_s + fixed_s
+    best = math.inf
+    for exposed, slope in exposures:
+        for c in {total / p, total, exposed / slope if slope > 0 else 0.0}:
+            c = max(c, total / p)
+            best = min(best, m * c + bubble * max(0.0, total - c) + max(0.0, exposed - slope * c))
+    return best
+
+
+def split_exposures(instance: Instance, shape: Shape, routes: RouteTable, option: ScheduleOption,
+                    variants: list[DPVariant], layer: OpTimes) -> tuple[tuple[float, float], ...]:
+    """(X_v, k_o) per variant v: when no building holds one stage's D cells, every stage of every placement is split
+    and `crossing_alternatives_s`'s only alternative is r = 0, whose DP floor, before the drain credit, is
+    X_v = max((G_v + Q_v) S / (2 sum_l c_l), max(min(G_v, Q_v), G_v / 2) g ceil(L / p) / max_k sum_{l at k} c_l)
+    less the longest route latency (S = g L + the embedding's and LM head's gradient GB, c_l a used link's capacity
+    in GB/s: its efficiency is at most 1). Its exposure max(0, E + X - drain) is at least X_v - k_o C0 with
+    k_o = credit_o + kappa_o (the share-1 chunk suffix's credit, `ScheduleOption.reduction_suffixes`, and the drain
+    share, `volumes.drain_share`: drain <= kappa_o b n[0] + the longest latency, b n[0] <= C0) and C0 <= cycle.
+    ((0, 0),) when some building holds a whole stage."""
+    cells, p = shape.cells_per_stage, shape.pp
+    links = [routes.links[i] for i in routes.used_links]
+    if not links or max(b.gpus // shape.cell_gpus for b in instance.topology.buildings) >= cells:
+        return ((0.0, 0.0),)
+    model, training = instance.model_spec, instance.training
+    speed = [link.capacity_byte_s / GB for link in links]
+    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b))
+               for k in routes.buildings)
+    grad = training.grad_bytes_per_param / GB
+    layer_gb = memory.average_layer_params(model).total * grad
+    every_stage_gb = layer_gb * model.layers + (memory.embedding_params(model) + memory.head_params(model, p)) * grad
+    latency = max(routes.latency_s.values())
+    slope = option.reduction_suffixes(p, layer)[-1][1] + (drain_share(option) if p > 1 else 0.0)
+    exposures = []
+    for variant in variants:
+        phases = dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param,
+                                 training.bytes_per_element, training.overlap_param_gather)
+        gather, reduce = phases.end_gather_phases * phases.gather_bytes_per_grad_byte, phases.reduce_phases
+        moved = max((gather + reduce) * every_stage_gb / (2 * sum(speed)),
+                    max(min(gather, reduce), gather / 2) * layer_gb * math.ceil(model.layers / p) / into)
+        exposures.append((max(0.0, moved - latency), slope))
+    return tuple(exposures)
 
 
 def held_rate_floor_usd_s(instance: Instance, shape: Shape, buildings: list[str]) -> float:

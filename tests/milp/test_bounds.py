@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from scaleacross_milp.costmodel.build import instance_tables
 from scaleacross_milp.costmodel.schedule import schedule_options
 from scaleacross_milp.milp.bounds import (
     RESOLUTION,
@@ -24,7 +25,8 @@ from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.milp.volumes import GB, cross_volumes, stage_grad_gb
+from scaleacross_milp.milp.screen import shape_floor_s
+from scaleacross_milp.milp.volumes import GB, cross_volumes, fixed_grad_gb, layer_grad_gb, stage_grad_gb
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import Schedule
 
@@ -181,8 +183,9 @@ def test_layer_caps_stay_constant_until_the_next_cap_change(tiny):
 def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     # Two halls with room for one whole stage each (2 cells of 8 GPUs), one link. Whole stages: every pipeline
     # crosses the link once (D = 2 chains, both directions, plus the boundary's latency both ways). With no whole
-    # stage both stages are split, with one whole stage the other is: each pays (G + Q) S over the link's two arcs,
-    # S at the fewest layers a split stage can hold (the MILP prices each stage's DP volume at its own layers).
+    # stage both stages are split and move (G + Q) x every layer's gradients with the embedding's and LM head's
+    # over the link's two arcs; with one whole stage the other is split: (G + Q) S, S at the fewest layers a split
+    # stage can hold (the MILP prices each stage's DP volume at its own layers).
     option = next(o for o in two_halls.options if o.schedule is Schedule.one_f_one_b)
     variant = two_halls.variants[0]
     link = two_halls.routes.links[0]
@@ -192,21 +195,25 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     stage_gb = min(stage_grad_gb(two_halls, j, option.layer_granularity, option) for j in range(2))
     latency = 2 * link.one_way_latency_s
 
-    def split(stages: int) -> float:
-        return max(latency, stages * (gather + reduce) * stage_gb / (2 * speed),
+    every_gb = (layer_grad_gb(two_halls) * two_halls.instance.model_spec.layers
+                + sum(fixed_grad_gb(two_halls, j, option) for j in range(2)))
+
+    def split(split_gb: float) -> float:
+        return max(latency, (gather + reduce) * split_gb / (2 * speed),
                    max(min(gather, reduce), gather / 2) * stage_gb / speed)
 
-    expected = [(2 * per_chain + latency, 0.0), (0.0, split(2)), (0.0, split(1))]
+    assert every_gb > 2 * stage_gb
+    expected = [(2 * per_chain + latency, 0.0), (0.0, split(every_gb)), (0.0, split(stage_gb))]
     alternatives = crossing_alternatives_s(two_halls, option, variant)
     assert len(alternatives) == len(expected)
     for got, want in zip(alternatives, expected, strict=True):
         assert got == pytest.approx(want)
     # A drain credit d (traffic.add_drain: dpx + drain >= the volume rows) lowers the volume floors, never the
     # latency's: a split layout's DP part is max(latency, volume - d).
-    drain = split(1) - latency / 2
+    drain = split(stage_gb) - latency / 2
     credited = crossing_alternatives_s(two_halls, option, variant, drain)
     assert credited[0] == pytest.approx(expected[0])
-    assert [dp for _, dp in credited[1:]] == pytest.approx([max(latency, split(2) - drain), latency])
+    assert [dp for _, dp in credited[1:]] == pytest.approx([max(latency, split(every_gb) - drain), latency])
 
 
 def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(tiny):
@@ -229,3 +236,26 @@ def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(
     both_fast = min(max(stage_s(0, "fast", n), stage_s(1, "fast", layers - n)) for n in range(1, layers))
     assert best > both_fast * 1.1
     assert cycle_floor_s(ctx) == pytest.approx(best, rel=1e-9)
+
+
+def test_a_shape_split_in_every_placement_is_floored_by_its_whole_gradient_exchange(tiny):
+    # TP8 PP1 DP4 over two 16-GPU halls on a 100 Gb/s link: no hall holds the stage's 4 cells, so every placement
+    # splits it and moves the whole model's gradients over the link at the end of the step. The screening floor
+    # counts that exchange (the compute floor alone does not) and stays at or below the shape's optimum; so does
+    # the sharpened bound, which now counts every layer's gradients when every stage is split.
+    thin = [{**LINK[0], "capacity_gbit_s": 100}]
+    instance = tiny(buildings=TWO_HALLS, links=thin, global_batch_sequences=8, search={"schedules": ["1f1b"]})
+    shape = Shape(tp=8, pp=1, dp=4, micro_batch=1, microbatches=2)
+    routes = route_table(instance.topology)
+    ctx = shape_context(instance, shape, routes)
+    options = attainable_options(ctx)
+    floor = shape_floor_s(instance, shape, routes, options, ctx.variants, instance_tables(instance))
+    compute_only = shape_floor_s(instance, shape, route_table(instance.topology.model_copy(update={
+        "buildings": instance.topology.buildings[:1], "links": []})), options, ctx.variants,
+        instance_tables(instance))
+    model = build_model(replace(ctx, options=options))
+    model.shape_floor.deactivate()
+    optimum = solve_milp(HighsModel(model), time_limit_s=60, rel_gap=0.0, threads=None)
+    assert optimum.status == "optimal"
+    assert compute_only * 1.5 < floor <= optimum.incumbent + 1e-9
+    assert first_stage_lower_bound_s(ctx, ctx.pairs) <= optimum.incumbent + 1e-9
