@@ -80,6 +80,11 @@ class CrossPhases:
         return 0 if self.params_before_ops else self.gather_phases
 
     @property
+    def end_volume(self) -> float:
+        """Gradient copies crossing at the end of the step: the gathers left then and the reduce phases."""
+        return self.end_gather_phases * self.gather_bytes_per_grad_byte + self.reduce_phases
+
+    @property
     def grad_copies(self) -> float:
         """Total bytes moved per phase-unit, as multiples of the gradient bytes."""
         return self.gather_phases * self.gather_bytes_per_grad_byte + self.reduce_phases

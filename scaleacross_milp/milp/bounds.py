@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -210,6 +211,18 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
+def holder_cut_gb_s(caps: np.ndarray, rooms: np.ndarray, cells: np.ndarray | int) -> np.ndarray:
+    """theta for each count of `cells`: split stages holding that many cells have a holder whose links carry at
+    most theta GB/s each way. Buildings k with links of cap_k GB/s each way (`caps`) and room for room_k cells
+    (`rooms`): the buildings faster than the largest theta with sum_{cap_k >= theta} room_k >= cells hold fewer,
+    so some cell sits in a building no faster, and a split stage has two holders or more, so its slowest is no
+    faster than the second largest cap."""
+    order = np.argsort(-caps, kind="stable")
+    ranked, held = caps[order], np.cumsum(rooms[order])
+    at = np.minimum(np.searchsorted(held, cells), len(ranked) - 1)
+    return np.minimum(ranked[at], ranked[min(1, len(ranked) - 1)])
+
+
 def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant,
                             drain: float | np.ndarray = 0.0) -> list[tuple[float, float | np.ndarray]]:
     """(PP, DP) pairs, one per kind of layout, such that every layout pays at least PP in pipeline sends and
@@ -228,14 +241,16 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
     the end, `timed_volumes`: none of FSDP's parameter gathers), and dpx >= dpe[a] / (c eta)_a on every arc, so
     dpx >= sum_a dpe[a] / sum_a (c eta)_a >= (G_v + Q_v) sum_{j split} S_j / (2 sum_l (c eta)_l), where
     sum_{j split} S_j >= max(s S_min, g (L - the w largest stage rooms in layers)), and = g L + sum_j e_j when w = 0
-    (every stage split); a split stage's minority holder alone receives max(min(G_v, Q_v), G_v / 2) S_j over its
-    links, S_j >= S_min (>= g ceil(L / p) for the largest stage when every stage is split), and dpx >= 2 lambda_min:
+    (every stage split). Each holder t of a split stage j receives S_j (G_v (D - x_t) + Q_v x_t (h - 1)) / D and
+    sends S_j (G_v x_t (h - 1) + Q_v (D - x_t)) / D, together at least (G_v + Q_v) S_j, over its links' cap_t GB/s
+    each way, so dpx >= (G_v + Q_v) S_j / (2 theta) (`holder_cut_gb_s`: some holder has cap_t <= theta), S_j the
+    largest split stage's, at least their mean (and g ceil(L / p) when every stage is split); dpx >= 2 lambda_min:
     (PP(r), max of these). The volume rows are dpx + drain >= ... (`traffic.add_drain`: the head start of the
     stages after the first), so their floors are lowered by `drain`, an upper bound on it (`drain_most_s`)."""
     p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
     if len(ctx.buildings) < 2 or not ctx.routes.used_links:
         return [(0.0, 0.0)]
-    speed, whole, needed, into, lam, per_chain, latency = _crossing_table(ctx)
+    speed, whole, needed, theta, lam, per_chain, latency = _crossing_table(ctx)
     chi = option.boundary_crossings
 
     def pp(r: int) -> float:
@@ -255,18 +270,18 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
         split = p - kept
         split_gb = every_stage_gb if kept == 0 else max(
             split * stage_gb, layer_grad_gb(ctx) * (layers - held_most[kept]))
-        largest_gb = max(stage_gb, layer_grad_gb(ctx) * math.ceil(layers / p)) if kept == 0 else stage_gb
-        volume = (gather + reduce) * split_gb / (2 * speed)
-        moved = max(volume, max(min(gather, reduce), gather / 2) * largest_gb / into)
+        largest_gb = max(split_gb / split, layer_grad_gb(ctx) * math.ceil(layers / p) if kept == 0 else 0.0)
+        moved = (gather + reduce) * max(split_gb / (2 * speed), largest_gb / (2 * theta))
         alternatives.append((pp(r), np.maximum(lam, moved - drain)))
     return alternatives
 
 
 def _crossing_table(ctx: ShapeContext) -> tuple[float, np.ndarray, int, float, float, np.ndarray, np.ndarray]:
     """What `crossing_alternatives_s` reads of the shape whatever the option and variant, found once per shape
-    (`ShapeContext.bound_tables`): the used links' total best speed (sum of c eta, GB/s), W(r), B, the fastest
-    total speed into one building, the least round-trip latency, and per chain of one crossing (chi_o = 1) the
-    cumulative sums of the cheapest links' 2 A / (c eta) and of the smallest 2 lambda (one entry per used link)."""
+    (`ShapeContext.bound_tables`): the used links' total best speed (sum of c eta, GB/s), W(r), B, the holder cut
+    theta (`holder_cut_gb_s` over each building's links at their best c eta), the least round-trip latency, and per
+    chain of one crossing (chi_o = 1) the cumulative sums of the cheapest links' 2 A / (c eta) and of the smallest
+    2 lambda (one entry per used link)."""
     if "crossing" not in ctx.bound_tables:
         p, cells, routes = ctx.shape.pp, ctx.shape.cells_per_stage, ctx.routes
         links = [routes.links[i] for i in routes.used_links]
@@ -275,10 +290,11 @@ def _crossing_table(ctx: ShapeContext) -> tuple[float, np.ndarray, int, float, f
         whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
                                   for k in ctx.buildings), reverse=True))
         needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
-        into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b))
-                   for k in ctx.buildings)
+        caps = np.array([sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b))
+                         for k in ctx.buildings])
+        theta = float(holder_cut_gb_s(caps, np.array([ctx.max_cells(k) for k in ctx.buildings]), cells))
         ctx.bound_tables["crossing"] = (
-            float(speed.sum()), whole, needed, into, 2 * min(routes.latency_s.values()),
+            float(speed.sum()), whole, needed, theta, 2 * min(routes.latency_s.values()),
             np.cumsum(np.sort(2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB / speed)),
             np.cumsum(np.sort([2 * link.one_way_latency_s for link in links])))
     return ctx.bound_tables["crossing"]
@@ -492,56 +508,124 @@ def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:
 
 
 def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float,
-                    exposures: tuple[tuple[float, float], ...] = ((0.0, 0.0),)) -> float:
-    """min over c >= S / p of m c + beta (S - c)^+ + min over (X, k) of `exposures` of (X - k c)^+, with
-    S = L tau_min + e_min, tau_min (`layer_s`) the least time of a layer and microbatch over the GPU types, e_min
-    (`fixed_s`) the least embedding plus LM-head time, beta (`bubble`) a bubble coefficient and each (X, k) a floor X
-    of cross-building DP time hidden at most k c (`split_exposures`). Without exposures it is S (m + beta (p - 1)) / p:
-    `lower_bound_s`'s pipeline term is m c + beta_o max(0, S - c) at c >= S / p (m >= beta_o) with S >= L tau_min +
-    e_min, and `sharpened_bound_s` adds the crossing X - k c at a cycle c >= C0; convex and piecewise linear in c,
-    the minimum is at S / p, S or X / k. A valid bound for a shape not yet priced (it reads only per-cell costs)."""
+                    crossing: CrossingFloors | None = None) -> float:
+    """min over c >= S / p of m c + beta (S - c)^+ (+ min over `crossing`'s alternatives r of
+    PP_r + max(0, max_i a[r, i] - b[r, i] c)), with S = L tau_min + e_min, tau_min (`layer_s`) the least time of a
+    layer and microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta (`bubble`)
+    a bubble coefficient. Without `crossing` it is S (m + beta (p - 1)) / p: `lower_bound_s`'s pipeline term is
+    m c + beta_o max(0, S - c) at c >= S / p (m >= beta_o) with S >= L tau_min + e_min, and `sharpened_bound_s` adds
+    the crossing at the cycle c (`crossing_floors`). Convex and piecewise linear in c, each alternative's sum is least
+    at S / p, S, a root a / b or where two of its pieces cross. A valid bound for a shape not yet priced (it reads
+    only per-cell costs)."""
     m, p = shape.microbatches, shape.pp
     total = layers * layer_s + fixed_s
-    best = math.inf
-    for exposed, slope in exposures:
-        for c in {total / p, total, exposed / slope if slope > 0 else 0.0}:
-            c = max(c, total / p)
-            best = min(best, m * c + bubble * max(0.0, total - c) + max(0.0, exposed - slope * c))
-    return best
+    if crossing is None:
+        return total * (m + bubble * (p - 1)) / p
+    a, b = crossing.a, crossing.b
+    i, j = np.triu_indices(a.shape[1], 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        roots = np.hstack([a / b, (a[:, i] - a[:, j]) / (b[:, i] - b[:, j])])
+    c = np.hstack([np.full((len(a), 2), [total / p, total]), np.nan_to_num(roots, posinf=0.0, neginf=0.0)])
+    c = np.maximum(c, total / p)
+    exposed = np.max(a[:, :, None] - b[:, :, None] * c[:, None, :], axis=1)
+    sums = m * c + bubble * np.maximum(0.0, total - c) + crossing.pp[:, None] + np.maximum(0.0, exposed)
+    return float(sums.min())
 
 
-def split_exposures(instance: Instance, shape: Shape, routes: RouteTable, option: ScheduleOption,
-                    variants: list[DPVariant], layer: OpTimes) -> tuple[tuple[float, float], ...]:
-    """(X_v, k_o) per variant v: when no building holds one stage's D cells, every stage of every placement is split
-    and `crossing_alternatives_s`'s only alternative is r = 0, whose DP floor, before the drain credit, is
-    X_v = max((G_v + Q_v) S / (2 sum_l c_l), max(min(G_v, Q_v), G_v / 2) g ceil(L / p) / max_k sum_{l at k} c_l)
-    less the longest route latency (S = g L + the embedding's and LM head's gradient GB, c_l a used link's capacity
-    in GB/s: its efficiency is at most 1). Its exposure max(0, E + X - drain) is at least X_v - k_o C0 with
-    k_o = credit_o + kappa_o (the share-1 chunk suffix's credit, `ScheduleOption.reduction_suffixes`, and the drain
-    share, `volumes.drain_share`: drain <= kappa_o b n[0] + the longest latency, b n[0] <= C0) and C0 <= cycle.
-    ((0, 0),) when some building holds a whole stage."""
-    cells, p = shape.cells_per_stage, shape.pp
+@dataclass(frozen=True)
+class LinkTable:
+    """What the crossing floors read of an instance's links, once per instance (`link_table`): capacities in GB/s
+    (a link's efficiency is at most 1, so bare capacity gives a floor)."""
+
+    total_gb_s: float
+    """Sum over the used links."""
+    caps_gb_s: dict[str, float]
+    """Each building's links' capacity, each way."""
+    hop_s_per_gb: np.ndarray
+    """Cumulative sums of the used links' 2 / c_l, cheapest first: entry h - 1 is the least a chain's GB costs going
+    both ways over h distinct links."""
+    hop_latency_s: np.ndarray
+    """Cumulative sums of the used links' 2 lambda_l, smallest first."""
+    longest_route_s: float
+
+
+def link_table(routes: RouteTable) -> LinkTable | None:
+    """The instance's `LinkTable`; None with one building or no used link."""
     links = [routes.links[i] for i in routes.used_links]
-    if not links or max(b.gpus // shape.cell_gpus for b in instance.topology.buildings) >= cells:
-        return ((0.0, 0.0),)
+    if len(routes.buildings) < 2 or not links:
+        return None
+    speed = np.array([link.capacity_byte_s / GB for link in links])
+    caps = {k: float(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)))
+            for k in routes.buildings}
+    return LinkTable(float(speed.sum()), caps, np.cumsum(np.sort(2 / speed)),
+                     np.cumsum(np.sort([2 * link.one_way_latency_s for link in links])),
+                     max(routes.latency_s.values()))
+
+
+@dataclass(frozen=True)
+class CrossingFloors:
+    """Per alternative r of `crossing_floors`: the pipeline crossings PP_r and linear floors of the exposed
+    cross-building DP time, max(0, max_i a[r, i] - b[r, i] c) at cycle c."""
+
+    pp: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+
+
+def crossing_floors(instance: Instance, shape: Shape, links: LinkTable | None, options: list[ScheduleOption],
+                    variants: list[DPVariant], layer: OpTimes, layer_s: float) -> CrossingFloors | None:
+    """`crossing_alternatives_s` from byte counts and link capacities, for a shape not yet priced, over every option
+    and variant at once (each term at its least over them: the floor is monotone in each); None without links.
+
+    Alternative r < B: whole stages in r buildings, at most w = min(W(r), p - 1) of them (W, B as there), every
+    chain over r - 1 links: PP_r = chi_min (D A hop_s_per_gb[r - 2] + hop_latency_s[r - 2]) (A one cell's
+    activation GB). A whole stage's Cst = tau n + e <= cycle c holds n <= c / tau_min layers (`layer_s`), so the
+    split stages hold at least L - w c / tau_min layers, and their gradients (+ the embedding's and LM head's when
+    w = 0) cross at (G + Q)_min per GB over max(1 / (2 sum_l c_l), 1 / (2 theta s)) seconds (s = p - w split stages,
+    the largest at least their mean, `holder_cut_gb_s`), or at least those of s stages of g_o layers each and of the
+    largest, n layers (n = ceil(L / p) when w = 0, else g_o). The split stages' s D cells do not fit in the buildings
+    whose links are faster than theta_s (`holder_cut_gb_s` over every building's room for s D cells), so one of them
+    has a holder no faster, and every stage holds at least L - (p - 1) c / tau_min layers: (G + Q)_min g
+    (L - (p - 1) c / tau_min) / (2 theta_s) (+ the fixed gradients when p = 1). Less the longest route latency (the
+    drain credit's), the exposure
+    is at least that less k c, k = the most share-1 chunk credit plus drain share over the options (C0 <= c,
+    `sharpened_bound_s`, `drain_most_s`). Alternative r = B: no stage split, PP_B and no DP."""
+    if links is None or not variants:
+        return None
     model, training = instance.model_spec, instance.training
-    speed = [link.capacity_byte_s / GB for link in links]
-    into = max(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b))
-               for k in routes.buildings)
+    p, cells, layers = shape.pp, shape.cells_per_stage, model.layers
+    rooms = sorted((b.gpus // shape.cell_gpus // cells for b in instance.topology.buildings), reverse=True)
+    whole = np.concatenate([[0], np.cumsum(rooms)])
+    needed = int(np.searchsorted(whole, p)) if whole[-1] >= p else len(rooms) + 1
+    r = np.arange(min(needed + 1, len(rooms) + 1))
+    hops = np.clip(r - 1, 0, len(links.hop_s_per_gb))
+    chain_gb = shape.micro_batch * training.seq_len * model.hidden * training.bytes_per_element * shape.ep / GB
+    chi = min(o.boundary_crossings for o in options)
+    pp = np.where(hops > 0, chi * (cells * chain_gb * np.append(0.0, links.hop_s_per_gb)[hops]
+                                   + np.append(0.0, links.hop_latency_s)[hops]), 0.0)
     grad = training.grad_bytes_per_param / GB
     layer_gb = memory.average_layer_params(model).total * grad
-    every_stage_gb = layer_gb * model.layers + (memory.embedding_params(model) + memory.head_params(model, p)) * grad
-    latency = max(routes.latency_s.values())
-    slope = option.reduction_suffixes(p, layer)[-1][1] + (drain_share(option) if p > 1 else 0.0)
-    exposures = []
-    for variant in variants:
-        phases = dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param,
-                                 training.bytes_per_element, training.overlap_param_gather)
-        gather, reduce = phases.end_gather_phases * phases.gather_bytes_per_grad_byte, phases.reduce_phases
-        moved = max((gather + reduce) * every_stage_gb / (2 * sum(speed)),
-                    max(min(gather, reduce), gather / 2) * layer_gb * math.ceil(model.layers / p) / into)
-        exposures.append((max(0.0, moved - latency), slope))
-    return tuple(exposures)
+    fixed_gb = (memory.embedding_params(model) + memory.head_params(model, p)) * grad
+    end = min(dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element,
+                              training.overlap_param_gather).end_volume for variant in variants)
+    caps = np.array([links.caps_gb_s[b.name] for b in instance.topology.buildings])
+    rooms = np.array([b.gpus // shape.cell_gpus for b in instance.topology.buildings])
+    theta = float(holder_cut_gb_s(caps, np.minimum(rooms, cells), cells))
+    grain = min(o.layer_granularity for o in options)
+    slope = max(o.reduction_suffixes(p, layer)[-1][1] + (drain_share(o) if p > 1 else 0.0) for o in options)
+    kept = np.minimum(whole[r], p - 1).astype(float)
+    split = np.where(r < needed, 1.0, 0.0)  # r = needed: every stage whole, no DP crossing
+    thin = holder_cut_gb_s(caps, rooms, (p - kept) * cells)
+    per_gb = end * np.maximum(1 / (2 * links.total_gb_s), 1 / (2 * theta * (p - kept)))
+    spread = np.where(kept == 0, layer_gb * layers + fixed_gb, layer_gb * layers)
+    largest = np.where(kept == 0, math.ceil(layers / p), grain) * layer_gb / (2 * theta)
+    a = np.stack([per_gb * spread,
+                  end * np.maximum((p - kept) * grain * layer_gb / (2 * links.total_gb_s), largest),
+                  end * (layer_gb * layers + (fixed_gb if p == 1 else 0.0)) / (2 * thin)], axis=1)
+    b = np.stack([per_gb * layer_gb * kept / layer_s, np.zeros(len(r)),
+                  end * layer_gb * (p - 1) / (layer_s * 2 * thin)], axis=1)
+    return CrossingFloors(pp, split[:, None] * (a - links.longest_route_s) - (1 - split[:, None]),
+                          split[:, None] * b + slope)
 
 
 def held_rate_floor_usd_s(instance: Instance, shape: Shape, buildings: list[str]) -> float:

@@ -25,7 +25,7 @@ from scaleacross_milp.costmodel.build import InstanceTables, cell_costs, instanc
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.memory import ShapeMemory, shape_memory
 from scaleacross_milp.costmodel.schedule import ScheduleOption
-from scaleacross_milp.milp.bounds import compute_floor_s, lower_bound_s, split_exposures
+from scaleacross_milp.milp.bounds import LinkTable, compute_floor_s, crossing_floors, link_table, lower_bound_s
 from scaleacross_milp.milp.context import (
     Pair,
     ShapeContext,
@@ -108,10 +108,10 @@ def min_memory_gib(memory: ShapeMemory, shape: Shape, layers: int, options: list
     return float(np.max(fixed + math.ceil(layers / shape.pp) * per_layer, axis=2).min()) / 2**30
 
 
-def shape_floor_s(instance: Instance, shape: Shape, routes: RouteTable, options: list[ScheduleOption],
+def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, options: list[ScheduleOption],
                   variants: list[DPVariant], tables: InstanceTables) -> float:
-    """The least `compute_floor_s` of a shape over its options, from its cells' costs on the GPU types in use, with
-    the cross-building DP time of its variants when every stage is split (`split_exposures`); infinite without an
+    """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, with its crossing floors
+    (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can take); infinite without an
     option. Bubble coefficients and chunk credits on the first building's type, as `lower_bound_s` takes them."""
     if not options:
         return math.inf
@@ -120,9 +120,9 @@ def shape_floor_s(instance: Instance, shape: Shape, routes: RouteTable, options:
              + min(cell.last_stage_extra.total_s for cell in cells.values()))
     layer = cells[instance.topology.buildings[0].gpu_type].layer
     tau = min(cell.layer.total_s for cell in cells.values())
-    return min(compute_floor_s(shape, instance.model_spec.layers, tau, fixed, option.bubble_coefficient(layer),
-                               split_exposures(instance, shape, routes, option, variants, layer))
-               for option in options)
+    return compute_floor_s(shape, instance.model_spec.layers, tau, fixed,
+                           min(option.bubble_coefficient(layer) for option in options),
+                           crossing_floors(instance, shape, links, options, variants, layer, tau))
 
 
 def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -> Screening:
@@ -137,7 +137,8 @@ def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -
     for shape in shapes:
         options, variants = shape_options(instance, shape, len(routes.buildings))
         choices.append((attainable(options, model.layers, shape.pp), variants))
-    floors = [shape_floor_s(instance, shape, routes, options, variants, tables)
+    links = link_table(routes)
+    floors = [shape_floor_s(instance, shape, links, options, variants, tables)
               * shape.batch_factor(training.batch_sequences)
               for shape, (options, variants) in zip(shapes, choices, strict=True)]
     order = sorted(range(len(shapes)), key=floors.__getitem__)

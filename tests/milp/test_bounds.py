@@ -17,6 +17,7 @@ from scaleacross_milp.milp.bounds import (
     first_gather_floors_s,
     first_stage_lower_bound_s,
     layer_caps,
+    link_table,
     lower_bound_s,
     next_cap_change,
 )
@@ -95,7 +96,7 @@ def _deeper_gather(tiny):
 @pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather])
 def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     # The MILP carries the first-stage bound as a row (`shape_floor`); without it, its optimum must still be at
-    # or above both analytical bounds, or the row would cut off real layouts.
+    # or above both analytical bounds and the screening floor, or the row would cut off real layouts.
     instance, shape = case(tiny)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     ctx = replace(ctx, options=attainable_options(ctx))
@@ -106,6 +107,9 @@ def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     optimum = solve_milp(highs, time_limit_s=60, rel_gap=0.0, threads=None)
     assert optimum.status == "optimal"
     assert 0 < lower_bound_s(ctx, pairs) <= first_stage_lower_bound_s(ctx, pairs) <= optimum.incumbent + 1e-9
+    floor = shape_floor_s(instance, shape, link_table(ctx.routes), ctx.options, ctx.variants,
+                          instance_tables(instance))
+    assert 0 < floor <= optimum.incumbent + 1e-9
 
 
 def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
@@ -198,9 +202,8 @@ def test_crossing_alternatives_price_whole_and_split_layouts(two_halls):
     every_gb = (layer_grad_gb(two_halls) * two_halls.instance.model_spec.layers
                 + sum(fixed_grad_gb(two_halls, j, option) for j in range(2)))
 
-    def split(split_gb: float) -> float:
-        return max(latency, (gather + reduce) * split_gb / (2 * speed),
-                   max(min(gather, reduce), gather / 2) * stage_gb / speed)
+    def split(split_gb: float) -> float:  # one link: its ends' cut is the link itself, so the volume binds
+        return max(latency, (gather + reduce) * split_gb / (2 * speed))
 
     assert every_gb > 2 * stage_gb
     expected = [(2 * per_chain + latency, 0.0), (0.0, split(every_gb)), (0.0, split(stage_gb))]
@@ -238,24 +241,29 @@ def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(
     assert cycle_floor_s(ctx) == pytest.approx(best, rel=1e-9)
 
 
-def test_a_shape_split_in_every_placement_is_floored_by_its_whole_gradient_exchange(tiny):
-    # TP8 PP1 DP4 over two 16-GPU halls on a 100 Gb/s link: no hall holds the stage's 4 cells, so every placement
-    # splits it and moves the whole model's gradients over the link at the end of the step. The screening floor
-    # counts that exchange (the compute floor alone does not) and stays at or below the shape's optimum; so does
-    # the sharpened bound, which now counts every layer's gradients when every stage is split.
-    thin = [{**LINK[0], "capacity_gbit_s": 100}]
-    instance = tiny(buildings=TWO_HALLS, links=thin, global_batch_sequences=8, search={"schedules": ["1f1b"]})
+def test_a_shape_split_in_every_placement_pays_its_gradients_over_the_thinnest_holders_links(tiny):
+    # TP8 PP1 DP4 over halls of 8, 8 and 16 GPUs: no hall holds the stage's 4 cells, and B and C (3 cells) cannot
+    # hold it without A, whose only link is 100 Gb/s (B - C: 25.6 Tb/s). A receives and sends (G + Q) x its share
+    # and the others' of the whole model's gradients, at least (G + Q) S / 2 each way over that link: the screening
+    # floor and the sharpened bound count it (the compute floor alone does not) and stay at or below the optimum.
+    halls = [{"name": "A", "gpus": 8, "gpu_type": "h100"}, {"name": "B", "gpus": 8, "gpu_type": "h100"},
+             {"name": "C", "gpus": 16, "gpu_type": "h100"}]
+    links = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 1},
+             {"a": "B", "b": "C", "capacity_gbit_s": 25600, "distance_km": 1}]
+    instance = tiny(buildings=halls, links=links, global_batch_sequences=8, search={"schedules": ["1f1b"]})
     shape = Shape(tp=8, pp=1, dp=4, micro_batch=1, microbatches=2)
     routes = route_table(instance.topology)
     ctx = shape_context(instance, shape, routes)
     options = attainable_options(ctx)
-    floor = shape_floor_s(instance, shape, routes, options, ctx.variants, instance_tables(instance))
-    compute_only = shape_floor_s(instance, shape, route_table(instance.topology.model_copy(update={
-        "buildings": instance.topology.buildings[:1], "links": []})), options, ctx.variants,
-        instance_tables(instance))
+    floor = shape_floor_s(instance, shape, link_table(routes), options, ctx.variants, instance_tables(instance))
+    compute_only = shape_floor_s(instance, shape, None, options, ctx.variants, instance_tables(instance))
+    sharpened = first_stage_lower_bound_s(ctx, ctx.pairs)
     model = build_model(replace(ctx, options=options))
     model.shape_floor.deactivate()
     optimum = solve_milp(HighsModel(model), time_limit_s=60, rel_gap=0.0, threads=None)
     assert optimum.status == "optimal"
-    assert compute_only * 1.5 < floor <= optimum.incumbent + 1e-9
-    assert first_stage_lower_bound_s(ctx, ctx.pairs) <= optimum.incumbent + 1e-9
+    whole_model_gb = (layer_grad_gb(ctx) * instance.model_spec.layers
+                      + sum(fixed_grad_gb(ctx, 0, o) for o in options)) / len(options)
+    thin_gb_s = 100 / 8
+    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < floor <= optimum.incumbent + 1e-9
+    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < sharpened <= optimum.incumbent + 1e-9
