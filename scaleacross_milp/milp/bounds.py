@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import networkx as nx
 import numpy as np
 
 from scaleacross_milp.costmodel import memory
@@ -50,6 +51,7 @@ from scaleacross_milp.milp.volumes import (
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.spec.search import DPMode
+from scaleacross_milp.spec.topology import Link
 
 
 def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[float, int, tuple[float, float, float]]]:
@@ -211,16 +213,55 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     return best
 
 
-def holder_cut_gb_s(caps: np.ndarray, rooms: np.ndarray, cells: np.ndarray | int) -> np.ndarray:
-    """theta for each count of `cells`: split stages holding that many cells have a holder whose links carry at
-    most theta GB/s each way. Buildings k with links of cap_k GB/s each way (`caps`) and room for room_k cells
-    (`rooms`): the buildings faster than the largest theta with sum_{cap_k >= theta} room_k >= cells hold fewer,
-    so some cell sits in a building no faster, and a split stage has two holders or more, so its slowest is no
-    faster than the second largest cap."""
-    order = np.argsort(-caps, kind="stable")
-    ranked, held = caps[order], np.cumsum(rooms[order])
-    at = np.minimum(np.searchsorted(held, cells), len(ranked) - 1)
-    return np.minimum(ranked[at], ranked[min(1, len(ranked) - 1)])
+@dataclass(frozen=True)
+class Cuts:
+    """Groups of buildings that links at least as fast as a threshold join, one level per distinct link speed but the
+    slowest, after the level of single buildings: `labels`[level][k] is building k's group and `caps`[level][g] the
+    speed of the links leaving group g (GB/s each way)."""
+
+    labels: list[np.ndarray]
+    caps: list[np.ndarray]
+    """Per level, the groups' speeds, fastest first (`labels` number the groups in that order)."""
+
+
+def cuts(buildings: list[str], links: list[Link], speed: np.ndarray) -> Cuts:
+    """The `Cuts` of `buildings` joined by `links` of `speed` GB/s."""
+    index = {k: i for i, k in enumerate(buildings)}
+    ends = np.array([(index[link.a], index[link.b]) for link in links])
+    labels, caps = [], []
+    for threshold in [math.inf, *sorted(set(speed.tolist()))[1:]]:
+        graph = nx.Graph()
+        graph.add_nodes_from(range(len(buildings)))
+        graph.add_edges_from(map(tuple, ends[speed >= threshold]))
+        label = np.empty(len(buildings), dtype=int)
+        for g, group in enumerate(nx.connected_components(graph)):
+            label[list(group)] = g
+        if label.max() == 0:
+            continue
+        leaving = label[ends[:, 0]] != label[ends[:, 1]]
+        cap = (np.bincount(label[ends[leaving, 0]], speed[leaving], label.max() + 1)
+               + np.bincount(label[ends[leaving, 1]], speed[leaving], label.max() + 1))
+        order = np.argsort(-cap, kind="stable")
+        labels.append(np.argsort(order)[label])
+        caps.append(cap[order])
+    return Cuts(labels, caps)
+
+
+def holder_cut_gb_s(cuts: Cuts, rooms: np.ndarray, stage_cells: int, cells: np.ndarray | int) -> np.ndarray:
+    """theta for each count of `cells` held by split stages: one of those stages has cells on both sides of a cut no
+    faster than theta GB/s each way. Buildings k have room for `rooms`[k] cells. On each level of `cuts` whose groups
+    each hold fewer than a stage's `stage_cells` (every stage spans two groups or more; always, on the level of
+    single buildings, for a split stage), the groups faster than the largest theta with sum_{cap_g >= theta} room_g
+    >= cells hold fewer, so some cell sits in a group no faster, whose stage crosses its cut; and a stage spans two
+    groups, so its slowest is no faster than the second fastest group. The least theta over the levels."""
+    best = np.full(np.shape(cells), np.inf)
+    for level, (label, caps) in enumerate(zip(cuts.labels, cuts.caps, strict=True)):
+        held = np.bincount(label, rooms, len(caps))
+        if level and held.max() >= stage_cells:
+            continue
+        at = np.minimum(np.searchsorted(np.cumsum(held), cells), len(caps) - 1)
+        best = np.minimum(best, np.minimum(caps[at], caps[1]))
+    return best
 
 
 def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant,
@@ -290,9 +331,8 @@ def _crossing_table(ctx: ShapeContext) -> tuple[float, np.ndarray, int, float, f
         whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
                                   for k in ctx.buildings), reverse=True))
         needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
-        caps = np.array([sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b))
-                         for k in ctx.buildings])
-        theta = float(holder_cut_gb_s(caps, np.array([ctx.max_cells(k) for k in ctx.buildings]), cells))
+        rooms = np.array([ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus for k in ctx.buildings])
+        theta = float(holder_cut_gb_s(cuts(ctx.buildings, links, speed), rooms, cells, cells))
         ctx.bound_tables["crossing"] = (
             float(speed.sum()), whole, needed, theta, 2 * min(routes.latency_s.values()),
             np.cumsum(np.sort(2 * ctx.costs.p2p_bytes * ctx.shape.ep / GB / speed)),
@@ -522,7 +562,7 @@ def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, b
     if crossing is None:
         return total * (m + bubble * (p - 1)) / p
     a, b = crossing.a, crossing.b
-    i, j = np.triu_indices(a.shape[1], 1)
+    i, j = _PIECE_PAIRS
     with np.errstate(divide="ignore", invalid="ignore"):
         roots = np.hstack([a / b, (a[:, i] - a[:, j]) / (b[:, i] - b[:, j])])
     c = np.hstack([np.full((len(a), 2), [total / p, total]), np.nan_to_num(roots, posinf=0.0, neginf=0.0)])
@@ -532,6 +572,10 @@ def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, b
     return float(sums.min())
 
 
+_PIECE_PAIRS = np.triu_indices(3, 1)
+"""The pairs of `crossing_floors`' three pieces, where two of them may cross."""
+
+
 @dataclass(frozen=True)
 class LinkTable:
     """What the crossing floors read of an instance's links, once per instance (`link_table`): capacities in GB/s
@@ -539,8 +583,9 @@ class LinkTable:
 
     total_gb_s: float
     """Sum over the used links."""
-    caps_gb_s: dict[str, float]
-    """Each building's links' capacity, each way."""
+    buildings: list[str]
+    cuts: Cuts
+    """`buildings` grouped by link speed."""
     hop_s_per_gb: np.ndarray
     """Cumulative sums of the used links' 2 / c_l, cheapest first: entry h - 1 is the least a chain's GB costs going
     both ways over h distinct links."""
@@ -555,9 +600,8 @@ def link_table(routes: RouteTable) -> LinkTable | None:
     if len(routes.buildings) < 2 or not links:
         return None
     speed = np.array([link.capacity_byte_s / GB for link in links])
-    caps = {k: float(sum(c for link, c in zip(links, speed, strict=True) if k in (link.a, link.b)))
-            for k in routes.buildings}
-    return LinkTable(float(speed.sum()), caps, np.cumsum(np.sort(2 / speed)),
+    return LinkTable(float(speed.sum()), routes.buildings, cuts(routes.buildings, links, speed),
+                     np.cumsum(np.sort(2 / speed)),
                      np.cumsum(np.sort([2 * link.one_way_latency_s for link in links])),
                      max(routes.latency_s.values()))
 
@@ -594,9 +638,11 @@ def crossing_floors(instance: Instance, shape: Shape, links: LinkTable | None, o
         return None
     model, training = instance.model_spec, instance.training
     p, cells, layers = shape.pp, shape.cells_per_stage, model.layers
-    rooms = sorted((b.gpus // shape.cell_gpus // cells for b in instance.topology.buildings), reverse=True)
-    whole = np.concatenate([[0], np.cumsum(rooms)])
+    rooms = np.array([instance.topology.building(k).gpus // shape.cell_gpus for k in links.buildings])
+    whole = np.concatenate([[0], np.cumsum(np.sort(rooms // cells)[::-1])])
     needed = int(np.searchsorted(whole, p)) if whole[-1] >= p else len(rooms) + 1
+    if needed <= 1:  # one building holds every stage: a layout that crosses nothing
+        return None
     r = np.arange(min(needed + 1, len(rooms) + 1))
     hops = np.clip(r - 1, 0, len(links.hop_s_per_gb))
     chain_gb = shape.micro_batch * training.seq_len * model.hidden * training.bytes_per_element * shape.ep / GB
@@ -608,14 +654,12 @@ def crossing_floors(instance: Instance, shape: Shape, links: LinkTable | None, o
     fixed_gb = (memory.embedding_params(model) + memory.head_params(model, p)) * grad
     end = min(dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element,
                               training.overlap_param_gather).end_volume for variant in variants)
-    caps = np.array([links.caps_gb_s[b.name] for b in instance.topology.buildings])
-    rooms = np.array([b.gpus // shape.cell_gpus for b in instance.topology.buildings])
-    theta = float(holder_cut_gb_s(caps, np.minimum(rooms, cells), cells))
+    theta = float(holder_cut_gb_s(links.cuts, rooms, cells, cells))
     grain = min(o.layer_granularity for o in options)
     slope = max(o.reduction_suffixes(p, layer)[-1][1] + (drain_share(o) if p > 1 else 0.0) for o in options)
     kept = np.minimum(whole[r], p - 1).astype(float)
     split = np.where(r < needed, 1.0, 0.0)  # r = needed: every stage whole, no DP crossing
-    thin = holder_cut_gb_s(caps, rooms, (p - kept) * cells)
+    thin = holder_cut_gb_s(links.cuts, rooms, cells, (p - kept) * cells)
     per_gb = end * np.maximum(1 / (2 * links.total_gb_s), 1 / (2 * theta * (p - kept)))
     spread = np.where(kept == 0, layer_gb * layers + fixed_gb, layer_gb * layers)
     largest = np.where(kept == 0, math.ceil(layers / p), grain) * layer_gb / (2 * theta)

@@ -267,3 +267,30 @@ def test_a_shape_split_in_every_placement_pays_its_gradients_over_the_thinnest_h
     thin_gb_s = 100 / 8
     assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < floor <= optimum.incumbent + 1e-9
     assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < sharpened <= optimum.incumbent + 1e-9
+
+
+def test_a_stage_no_group_of_fast_linked_halls_holds_pays_its_gradients_over_the_links_between_groups(tiny):
+    # Halls A - B and C - D joined by 25.6 Tb/s, B - C by 100 Gb/s; TP8 PP1 DP3 needs 3 cells, each pair holds 2.
+    # Every hall has a fast link, so no single hall's links bound the exchange; the two groups' do: the stage
+    # spans both and moves (G + Q) x its gradients across the 100 Gb/s link, which the screening floor and the
+    # sharpened bound count, at or below the optimum.
+    halls = [{"name": name, "gpus": 8, "gpu_type": "h100"} for name in "ABCD"]
+    links = [{"a": a, "b": b, "capacity_gbit_s": capacity, "distance_km": 1}
+             for a, b, capacity in [("A", "B", 25600), ("B", "C", 100), ("C", "D", 25600)]]
+    instance = tiny(buildings=halls, links=links, global_batch_sequences=6, search={"schedules": ["1f1b"]})
+    shape = Shape(tp=8, pp=1, dp=3, micro_batch=1, microbatches=2)
+    routes = route_table(instance.topology)
+    ctx = shape_context(instance, shape, routes)
+    options = attainable_options(ctx)
+    floor = shape_floor_s(instance, shape, link_table(routes), options, ctx.variants, instance_tables(instance))
+    compute_only = shape_floor_s(instance, shape, None, options, ctx.variants, instance_tables(instance))
+    sharpened = first_stage_lower_bound_s(ctx, ctx.pairs)
+    model = build_model(replace(ctx, options=options))
+    model.shape_floor.deactivate()
+    optimum = solve_milp(HighsModel(model), time_limit_s=60, rel_gap=0.0, threads=None)
+    assert optimum.status == "optimal"
+    whole_model_gb = (layer_grad_gb(ctx) * instance.model_spec.layers
+                      + sum(fixed_grad_gb(ctx, 0, o) for o in options)) / len(options)
+    thin_gb_s = 100 / 8
+    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < floor <= optimum.incumbent + 1e-9
+    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < sharpened <= optimum.incumbent + 1e-9
