@@ -202,9 +202,10 @@ def span(instance: Instance, shape: Shape) -> int:
 @dataclass
 class ShapeSearch:
     """Best-first branch and bound over shapes. A shape's bound starts as its compute floor; when it reaches the front
-    of the queue the shape is priced and takes its screening bound (`bounds.lower_bound_s`), and when it reaches the
-    front again that bound is sharpened (`first_stage_lower_bound_s`). Each step only raises the bound, so shapes are
-    taken in order of sharpened bound while only the few near the front pay for pricing and sharpening.
+    of the queue it takes what crossing buildings costs it at least (`Screening.crossing_floor_s`), when it reaches
+    the front again the shape is priced and takes its screening bound (`bounds.lower_bound_s`), and then that bound is
+    sharpened (`first_stage_lower_bound_s`). Each step only raises the bound, so shapes are taken in order of
+    sharpened bound while only the few near the front pay for pricing and sharpening.
 
     Phase 1 takes the front shape, and the front shape of every span (the fewest buildings a shape's GPUs need),
     so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use the whole
@@ -228,6 +229,8 @@ class ShapeSearch:
     floors: list[float] = field(init=False)
     """Each shape's time bound per requested batch, what its model's shape_floor row takes under the cost
     objective (`floor_s`)."""
+    crossed: set[int] = field(default_factory=set)
+    """Shapes whose floor took its crossing term (`Screening.crossing_floor_s`)."""
     sharpened: set[int] = field(default_factory=set)
     closed: set[int] = field(default_factory=set)
     patterns_tried: set[int] = field(default_factory=set)
@@ -360,8 +363,8 @@ class ShapeSearch:
 
     def best_first(self, members: list[int], until_s: float | None = None) -> Iterator[int]:
         """`members` not yet closed, in order of sharpened bound while they are promising and time is left (until
-        `until_s` seconds into the solve when given, else while `remaining`); a shape is priced, then sharpened,
-        when its current key is the smallest left (`key`)."""
+        `until_s` seconds into the solve when given, else while `remaining`); a shape's floor takes its crossing
+        term, then it is priced, then sharpened, each when its current key is the smallest left (`key`)."""
         queue = [(*self.key(i), i) for i in members if i not in self.closed]
         heapq.heapify(queue)
         while queue and self.promising(queue[0][0]):
@@ -372,7 +375,10 @@ class ShapeSearch:
             if i in self.sharpened:
                 yield i
                 continue
-            if self.candidates[i].ctx is None:
+            if i not in self.crossed:
+                self.crossed.add(i)
+                self.raise_time_bound(i, self.screening.crossing_floor_s(self.candidates[i]))
+            elif self.candidates[i].ctx is None:
                 self.price(i)
             else:
                 ctx = self.ctx(i)
