@@ -4,8 +4,8 @@
 
 Per generated instance (scaleacross_milp.generate, seeded), the screened shapes with the least screening floors
 (half of --shapes) and others drawn at random (the rest, seeded), each priced and its full MILP solved without the
-search's bound row (`shape_floor`) within --time-limit. For the shapes whose MILP proves its optimum, the screening
-floor (`screen.shape_floor_s`, with the crossing floors) and the sharpened bound (`bounds.first_stage_lower_bound_s`)
+search's bound row (`shape_floor`) within --time-limit. For the shapes whose MILP proves its optimum, the floor with
+its crossing term (`Screening.crossing_floor_s`) and the sharpened bound (`bounds.first_stage_lower_bound_s`)
 are compared with it: a bound above the optimum (beyond 1e-6) is a violation, and the bound would cut real layouts
 off. Reports per shape and a summary: shapes proven, violations, and how close each bound gets (bound / optimum,
 median and lowest), and how many floors the crossing term raised (above the compute floor alone by 1 %).
@@ -25,7 +25,7 @@ from scaleacross_milp.milp.bounds import first_stage_lower_bound_s
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, MILPStatus, solve_milp
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.milp.screen import screen, shape_floor_s
+from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.shapes import per_requested
 
 TOLERANCE = 1e-6
@@ -46,14 +46,11 @@ def check(size: Size, seed: int, shapes: int, time_limit_s: float) -> list[dict]
         if len(ctx.buildings) * candidate.shape.pp > MAX_EXTENT:
             continue
         factor = per_requested(ctx)
-        compute_only = shape_floor_s(instance, candidate.shape, None, candidate.options, candidate.variants,
-                                     screening.tables) * candidate.shape.batch_factor(
-            instance.training.batch_sequences)
         model = build_model(ctx)
         model.shape_floor.deactivate()
         outcome = solve_milp(HighsModel(model), time_limit_s=time_limit_s, rel_gap=1e-6, threads=1)
-        rows.append({"seed": seed, "shape": candidate.shape.label(), "floor_s": candidate.floor_s,
-                     "compute_floor_s": compute_only,
+        rows.append({"seed": seed, "shape": candidate.shape.label(),
+                     "floor_s": screening.crossing_floor_s(candidate), "compute_floor_s": candidate.floor_s,
                      "sharpened_s": first_stage_lower_bound_s(ctx, ctx.pairs) * factor,
                      "optimum_s": outcome.bound * factor if outcome.status is MILPStatus.optimal else None})
     return rows
