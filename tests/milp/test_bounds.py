@@ -241,6 +241,30 @@ def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(
     assert cycle_floor_s(ctx) == pytest.approx(best, rel=1e-9)
 
 
+THIN_GB_S = 100 / 8
+"""The 100 Gb/s link of the thin-link cases, in GB/s."""
+
+
+def _assert_bounds_count_the_exchange_over_the_thin_link(instance, shape: Shape) -> None:
+    """The screening floor with its crossing term and the sharpened bound of `shape` are at least the compute floor
+    plus 0.8 x (G + Q) S / (2 c_thin) with G + Q >= 1 (S the whole model's gradient GB: one stage) and at most the
+    shape's optimum (its MILP without the search's bound row)."""
+    routes = route_table(instance.topology)
+    ctx = shape_context(instance, shape, routes)
+    options = attainable_options(ctx)
+    tables = instance_tables(instance)
+    floor = shape_floor_s(instance, shape, link_table(routes), options, ctx.variants, tables)
+    exchange_s = (layer_grad_gb(ctx) * instance.model_spec.layers
+                  + sum(fixed_grad_gb(ctx, 0, o) for o in options) / len(options)) / (2 * THIN_GB_S)
+    least = shape_floor_s(instance, shape, None, options, ctx.variants, tables) + 0.8 * exchange_s
+    model = build_model(replace(ctx, options=options))
+    model.shape_floor.deactivate()
+    optimum = solve_milp(HighsModel(model), time_limit_s=60, rel_gap=0.0, threads=None)
+    assert optimum.status == "optimal"
+    assert least < floor <= optimum.incumbent + 1e-9
+    assert least < first_stage_lower_bound_s(ctx, ctx.pairs) <= optimum.incumbent + 1e-9
+
+
 def test_a_shape_split_in_every_placement_pays_its_gradients_over_the_thinnest_holders_links(tiny):
     # TP8 PP1 DP4 over halls of 8, 8 and 16 GPUs: no hall holds the stage's 4 cells, and B and C (3 cells) cannot
     # hold it without A, whose only link is 100 Gb/s (B - C: 25.6 Tb/s). A receives and sends (G + Q) x its share
@@ -251,22 +275,8 @@ def test_a_shape_split_in_every_placement_pays_its_gradients_over_the_thinnest_h
     links = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 1},
              {"a": "B", "b": "C", "capacity_gbit_s": 25600, "distance_km": 1}]
     instance = tiny(buildings=halls, links=links, global_batch_sequences=8, search={"schedules": ["1f1b"]})
-    shape = Shape(tp=8, pp=1, dp=4, micro_batch=1, microbatches=2)
-    routes = route_table(instance.topology)
-    ctx = shape_context(instance, shape, routes)
-    options = attainable_options(ctx)
-    floor = shape_floor_s(instance, shape, link_table(routes), options, ctx.variants, instance_tables(instance))
-    compute_only = shape_floor_s(instance, shape, None, options, ctx.variants, instance_tables(instance))
-    sharpened = first_stage_lower_bound_s(ctx, ctx.pairs)
-    model = build_model(replace(ctx, options=options))
-    model.shape_floor.deactivate()
-    optimum = solve_milp(HighsModel(model), time_limit_s=60, rel_gap=0.0, threads=None)
-    assert optimum.status == "optimal"
-    whole_model_gb = (layer_grad_gb(ctx) * instance.model_spec.layers
-                      + sum(fixed_grad_gb(ctx, 0, o) for o in options)) / len(options)
-    thin_gb_s = 100 / 8
-    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < floor <= optimum.incumbent + 1e-9
-    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < sharpened <= optimum.incumbent + 1e-9
+    _assert_bounds_count_the_exchange_over_the_thin_link(instance, Shape(tp=8, pp=1, dp=4, micro_batch=1,
+                                                                         microbatches=2))
 
 
 def test_a_stage_no_group_of_fast_linked_halls_holds_pays_its_gradients_over_the_links_between_groups(tiny):
@@ -278,19 +288,5 @@ def test_a_stage_no_group_of_fast_linked_halls_holds_pays_its_gradients_over_the
     links = [{"a": a, "b": b, "capacity_gbit_s": capacity, "distance_km": 1}
              for a, b, capacity in [("A", "B", 25600), ("B", "C", 100), ("C", "D", 25600)]]
     instance = tiny(buildings=halls, links=links, global_batch_sequences=6, search={"schedules": ["1f1b"]})
-    shape = Shape(tp=8, pp=1, dp=3, micro_batch=1, microbatches=2)
-    routes = route_table(instance.topology)
-    ctx = shape_context(instance, shape, routes)
-    options = attainable_options(ctx)
-    floor = shape_floor_s(instance, shape, link_table(routes), options, ctx.variants, instance_tables(instance))
-    compute_only = shape_floor_s(instance, shape, None, options, ctx.variants, instance_tables(instance))
-    sharpened = first_stage_lower_bound_s(ctx, ctx.pairs)
-    model = build_model(replace(ctx, options=options))
-    model.shape_floor.deactivate()
-    optimum = solve_milp(HighsModel(model), time_limit_s=60, rel_gap=0.0, threads=None)
-    assert optimum.status == "optimal"
-    whole_model_gb = (layer_grad_gb(ctx) * instance.model_spec.layers
-                      + sum(fixed_grad_gb(ctx, 0, o) for o in options)) / len(options)
-    thin_gb_s = 100 / 8
-    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < floor <= optimum.incumbent + 1e-9
-    assert compute_only + 0.8 * whole_model_gb / (2 * thin_gb_s) < sharpened <= optimum.incumbent + 1e-9
+    _assert_bounds_count_the_exchange_over_the_thin_link(instance, Shape(tp=8, pp=1, dp=3, micro_batch=1,
+                                                                         microbatches=2))
