@@ -225,15 +225,17 @@ class Cuts:
 
 
 def cuts(buildings: list[str], links: list[Link], speed: np.ndarray) -> Cuts:
-    """The `Cuts` of `buildings` joined by `links` of `speed` GB/s."""
-    index = {k: i for i, k in enumerate(buildings)}
+    """The `Cuts` of `buildings` joined by `links` of `speed` GB/s (a link may end outside `buildings`: a restriction's
+    routes may pass through other buildings, which group as they link but hold nothing)."""
+    nodes = list(dict.fromkeys([*buildings, *(k for link in links for k in (link.a, link.b))]))
+    index = {k: i for i, k in enumerate(nodes)}
     ends = np.array([(index[link.a], index[link.b]) for link in links])
     labels, caps = [], []
     for threshold in [math.inf, *sorted(set(speed.tolist()))[1:]]:
         graph = nx.Graph()
-        graph.add_nodes_from(range(len(buildings)))
+        graph.add_nodes_from(range(len(nodes)))
         graph.add_edges_from(map(tuple, ends[speed >= threshold]))
-        label = np.empty(len(buildings), dtype=int)
+        label = np.empty(len(nodes), dtype=int)
         for g, group in enumerate(nx.connected_components(graph)):
             label[list(group)] = g
         if label.max() == 0:
@@ -242,7 +244,7 @@ def cuts(buildings: list[str], links: list[Link], speed: np.ndarray) -> Cuts:
         cap = (np.bincount(label[ends[leaving, 0]], speed[leaving], label.max() + 1)
                + np.bincount(label[ends[leaving, 1]], speed[leaving], label.max() + 1))
         order = np.argsort(-cap, kind="stable")
-        labels.append(np.argsort(order)[label])
+        labels.append(np.argsort(order)[label[:len(buildings)]])
         caps.append(cap[order])
     return Cuts(labels, caps)
 
@@ -631,9 +633,8 @@ def crossing_floors(instance: Instance, shape: Shape, links: LinkTable | None, o
     whose links are faster than theta_s (`holder_cut_gb_s` over every building's room for s D cells), so one of them
     has a holder no faster, and every stage holds at least L - (p - 1) c / tau_min layers: (G + Q)_min g
     (L - (p - 1) c / tau_min) / (2 theta_s) (+ the fixed gradients when p = 1). Less the longest route latency (the
-    drain credit's), the exposure
-    is at least that less k c, k = the most share-1 chunk credit plus drain share over the options (C0 <= c,
-    `sharpened_bound_s`, `drain_most_s`). Alternative r = B: no stage split, PP_B and no DP."""
+    drain credit's), the exposure is at least that less k c, k = the most share-1 chunk credit plus drain share over
+    the options (C0 <= c, `sharpened_bound_s`, `drain_most_s`). Alternative r = B: no stage split, PP_B and no DP."""
     if links is None or not variants:
         return None
     model, training = instance.model_spec, instance.training

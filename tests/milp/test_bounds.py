@@ -13,9 +13,11 @@ from scaleacross_milp.milp.bounds import (
     RESOLUTION,
     attainable_options,
     crossing_alternatives_s,
+    cuts,
     cycle_floor_s,
     first_gather_floors_s,
     first_stage_lower_bound_s,
+    holder_cut_gb_s,
     layer_caps,
     link_table,
     lower_bound_s,
@@ -290,3 +292,15 @@ def test_a_stage_no_group_of_fast_linked_halls_holds_pays_its_gradients_over_the
     instance = tiny(buildings=halls, links=links, global_batch_sequences=6, search={"schedules": ["1f1b"]})
     _assert_bounds_count_the_exchange_over_the_thin_link(instance, Shape(tp=8, pp=1, dp=3, micro_batch=1,
                                                                          microbatches=2))
+
+
+def test_a_restrictions_cuts_keep_the_buildings_its_routes_pass_through(tiny):
+    # A restriction to A and C of a chain A - B - C routes A -> C through B: B holds nothing but joins C's group
+    # over the fast link, so a stage split over A and C crosses A's 100 Gb/s link (theta = its 12.5 GB/s).
+    halls = [{"name": name, "gpus": 16, "gpu_type": "h100"} for name in "ABC"]
+    links = [{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 1},
+             {"a": "B", "b": "C", "capacity_gbit_s": 25600, "distance_km": 1}]
+    routes = route_table(tiny(buildings=halls, links=links).topology).among(["A", "C"])
+    used = [routes.links[i] for i in routes.used_links]
+    grouped = cuts(routes.buildings, used, np.array([link.capacity_byte_s / GB for link in used]))
+    assert holder_cut_gb_s(grouped, np.array([2, 2]), 3, 3) == pytest.approx(THIN_GB_S)
