@@ -309,19 +309,19 @@ def build_shape_costs(instance: Instance, shape: Shape, variants: list[DPVariant
             priced[rings] = _building_costs(instance, shape, variants, bd, tables)
         per_class[key] = priced[rings]
     memory_use = memory.shape_memory(model, shape, training, variants)
-    g = training.grad_bytes_per_param
+    per_layer, first, last = memory.grad_bytes_per_cell(model, training, shape.pp)
     return ShapeCosts(
         shape=shape,
         per_class=per_class,
         building_class=tables.building_class,
-        p2p_bytes=shape.micro_batch * training.seq_len * model.hidden * training.bytes_per_element,
+        p2p_bytes=memory.boundary_bytes(model, training, shape.micro_batch),
         activation_bytes_per_layer=memory_use.activation_bytes_per_layer,
         layer_state_bytes=memory_use.layer_state_bytes,
         first_stage_fixed_bytes=memory_use.first_stage_fixed_bytes,
         last_stage_fixed_bytes=memory_use.last_stage_fixed_bytes,
-        grad_bytes_per_layer_per_cell=memory.average_layer_params(model).total * g,
-        grad_bytes_fixed_first=memory.embedding_params(model) * g,
-        grad_bytes_fixed_last=memory.head_params(model, shape.pp) * g,
+        grad_bytes_per_layer_per_cell=per_layer,
+        grad_bytes_fixed_first=first,
+        grad_bytes_fixed_last=last,
         model_flops_per_iteration=compute.model_flops_per_iteration(model, training.seq_len, shape.batch_sequences),
         stage_fixed_bytes=memory_use.stage_fixed_bytes,
     )

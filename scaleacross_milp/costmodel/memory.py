@@ -129,6 +129,19 @@ def head_params(model: ModelSpec, pp: int) -> float:
     return float(model.vocab * model.hidden + model.hidden)
 
 
+def grad_bytes_per_cell(model: ModelSpec, training: Training, pp: int) -> tuple[float, float, float]:
+    """(per layer, embedding, LM head) gradient bytes one stage cell holds after reduction inside the cell (dense
+    params once, expert params once): what cross-building DP synchronisation moves (`ShapeCosts`'
+    grad_bytes_per_layer_per_cell, grad_bytes_fixed_first and grad_bytes_fixed_last)."""
+    g = training.grad_bytes_per_param
+    return average_layer_params(model).total * g, embedding_params(model) * g, head_params(model, pp) * g
+
+
+def boundary_bytes(model: ModelSpec, training: Training, micro_batch: int) -> float:
+    """Activation bytes of one microbatch of one pipeline crossing a stage boundary, one direction (b s h beta)."""
+    return micro_batch * training.seq_len * model.hidden * training.bytes_per_element
+
+
 def total_params(model: ModelSpec) -> float:
     """All parameters (embedding + layers + head, untied)."""
     layers = sum(layer_params(model, i in set(model.moe_layer_indices())).total for i in range(model.layers))

@@ -266,6 +266,13 @@ def holder_cut_gb_s(cuts: Cuts, rooms: np.ndarray, stage_cells: int, cells: np.n
     return best
 
 
+def whole_stages(rooms: np.ndarray, cells: int, stages: int) -> tuple[np.ndarray, int]:
+    """(W, B): W[r] whole stages of `cells` cells the r roomiest buildings hold (W[0] = 0; `rooms` in cells), and B
+    the fewest buildings that hold all `stages` whole (len(rooms) + 1 when all of them cannot)."""
+    whole = np.concatenate([[0], np.cumsum(np.sort(rooms // cells)[::-1])])
+    return whole, int(np.searchsorted(whole, stages)) if whole[-1] >= stages else len(rooms) + 1
+
+
 def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant,
                             drain: float | np.ndarray = 0.0) -> list[tuple[float, float | np.ndarray]]:
     """(PP, DP) pairs, one per kind of layout, such that every layout pays at least PP in pipeline sends and
@@ -307,9 +314,9 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
     rooms = np.minimum(stage_rooms(ctx, option, variant), layers - (p - 1) * grain)
     held_most = np.concatenate([[0.0], np.cumsum(np.sort(rooms)[::-1])])
     every_stage_gb = layer_grad_gb(ctx) * layers + sum(fixed_grad_gb(ctx, j, option) for j in range(p))
-    alternatives = [(pp(needed), 0.0)] if needed <= len(whole) else []
-    for r in range(min(needed, len(whole) + 1)):
-        kept = min(int(whole[r - 1]) if r else 0, p - 1)
+    alternatives = [(pp(needed), 0.0)] if needed < len(whole) else []
+    for r in range(min(needed, len(whole))):
+        kept = min(int(whole[r]), p - 1)
         split = p - kept
         split_gb = every_stage_gb if kept == 0 else max(
             split * stage_gb, layer_grad_gb(ctx) * (layers - held_most[kept]))
@@ -321,19 +328,17 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
 
 def _crossing_table(ctx: ShapeContext) -> tuple[float, np.ndarray, int, float, float, np.ndarray, np.ndarray]:
     """What `crossing_alternatives_s` reads of the shape whatever the option and variant, found once per shape
-    (`ShapeContext.bound_tables`): the used links' total best speed (sum of c eta, GB/s), W(r), B, the holder cut
-    theta (`holder_cut_gb_s` over each building's links at their best c eta), the least round-trip latency, and per
-    chain of one crossing (chi_o = 1) the cumulative sums of the cheapest links' 2 A / (c eta) and of the smallest
-    2 lambda (one entry per used link)."""
+    (`ShapeContext.bound_tables`): the used links' total best speed (sum of c eta, GB/s), W and B (`whole_stages`),
+    the holder cut theta (`holder_cut_gb_s` over each building's links at their best c eta), the least round-trip
+    latency, and per chain of one crossing (chi_o = 1) the cumulative sums of the cheapest links' 2 A / (c eta) and of
+    the smallest 2 lambda (one entry per used link)."""
     if "crossing" not in ctx.bound_tables:
         p, cells, routes = ctx.shape.pp, ctx.shape.cells_per_stage, ctx.routes
         links = [routes.links[i] for i in routes.used_links]
         speed = np.array([max(ctx.efficiency[i, t] for t in routes.links[i].transports)
                           * routes.links[i].capacity_byte_s / GB for i in routes.used_links])
-        whole = np.cumsum(sorted((ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus // cells
-                                  for k in ctx.buildings), reverse=True))
-        needed = int(np.searchsorted(whole, p)) + 1 if whole[-1] >= p else len(whole) + 1
         rooms = np.array([ctx.instance.topology.building(k).gpus // ctx.shape.cell_gpus for k in ctx.buildings])
+        whole, needed = whole_stages(rooms, cells, p)
         theta = float(holder_cut_gb_s(cuts(ctx.buildings, links, speed), rooms, cells, cells))
         ctx.bound_tables["crossing"] = (
             float(speed.sum()), whole, needed, theta, 2 * min(routes.latency_s.values()),
@@ -640,19 +645,17 @@ def crossing_floors(instance: Instance, shape: Shape, links: LinkTable | None, o
     model, training = instance.model_spec, instance.training
     p, cells, layers = shape.pp, shape.cells_per_stage, model.layers
     rooms = np.array([instance.topology.building(k).gpus // shape.cell_gpus for k in links.buildings])
-    whole = np.concatenate([[0], np.cumsum(np.sort(rooms // cells)[::-1])])
-    needed = int(np.searchsorted(whole, p)) if whole[-1] >= p else len(rooms) + 1
+    whole, needed = whole_stages(rooms, cells, p)
     if needed <= 1:  # one building holds every stage: a layout that crosses nothing
         return None
     r = np.arange(min(needed + 1, len(rooms) + 1))
     hops = np.clip(r - 1, 0, len(links.hop_s_per_gb))
-    chain_gb = shape.micro_batch * training.seq_len * model.hidden * training.bytes_per_element * shape.ep / GB
+    chain_gb = memory.boundary_bytes(model, training, shape.micro_batch) * shape.ep / GB
     chi = min(o.boundary_crossings for o in options)
     pp = np.where(hops > 0, chi * (cells * chain_gb * np.append(0.0, links.hop_s_per_gb)[hops]
                                    + np.append(0.0, links.hop_latency_s)[hops]), 0.0)
-    grad = training.grad_bytes_per_param / GB
-    layer_gb = memory.average_layer_params(model).total * grad
-    fixed_gb = (memory.embedding_params(model) + memory.head_params(model, p)) * grad
+    layer_gb, first_gb, last_gb = (b / GB for b in memory.grad_bytes_per_cell(model, training, p))
+    fixed_gb = first_gb + last_gb
     end = min(dp_cross_phases(variant, shape.microbatches, training.grad_bytes_per_param, training.bytes_per_element,
                               training.overlap_param_gather).end_volume for variant in variants)
     theta = float(holder_cut_gb_s(links.cuts, rooms, cells, cells))
