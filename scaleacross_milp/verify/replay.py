@@ -33,16 +33,14 @@ A heap orders finishing times; the fluid network reports flow completions betwee
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import permutations
 
 from scaleacross_milp.costmodel.actions import Action, unpaired_ops
 from scaleacross_milp.costmodel.dp import exchange_connections
+from scaleacross_milp.gcpause import paused_cycle_collection
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.network import Fabric, FluidNetwork
@@ -121,7 +119,7 @@ class ReplayResult:
 
 def replay(workload: Workload, topology: Topology, level: Level = FULL) -> ReplayResult:
     """Run one iteration of every distinct pattern together on one network."""
-    with _without_cycle_collection():
+    with paused_cycle_collection():
         network = FluidNetwork()
         fabric = Fabric(topology, workload.resolved.transports, network)
         builder = _Builder(workload, fabric, level)
@@ -133,20 +131,6 @@ def replay(workload: Workload, topology: Topology, level: Level = FULL) -> Repla
         else (0.0, 0.0)
     return ReplayResult(max(finish, default=0.0), records, busiest[1][0], busiest[1][1], busiest[1][2], busiest[0],
                         optimizer[1], fabric)
-
-
-@contextmanager
-def _without_cycle_collection() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector: a replay allocates some 10^5 long-lived objects (graph nodes,
-    records, flow classes) and makes no reference cycles, so every collection would rescan them all for nothing
-    (40 % of the run at 448 microbatches); reference counting still frees what the replay drops."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Builder:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pyomo.environ as pyo
 
+from scaleacross_milp.gcpause import paused_cycle_collection
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import add_choices
 from scaleacross_milp.milp.formulation.cost import add_objective
@@ -67,18 +68,20 @@ class Floors:
 
 def build_model(ctx: ShapeContext, floors: Floors = Floors()) -> pyo.ConcreteModel:
     """The shape's MILP, minimising T or the iteration's cost (`cost.add_objective`, search.objective), with the
-    caller's `floors` (module docstring)."""
+    caller's `floors` (module docstring). Built with the cyclic collector paused (`paused_cycle_collection`): the
+    model's components all stay alive, and its collections were 70 % of the build."""
     bounds = big_m_bounds(ctx)
-    m = pyo.ConcreteModel(name=ctx.shape.label())
-    add_placement(m, ctx)
-    add_choices(m, ctx)
-    add_pipeline(m, ctx, bounds, floors.cycle_s)
-    m.cycle.setub(bounds["cycle"])
-    add_traffic(m, ctx, bounds)
-    add_memory(m, ctx)
-    add_iteration(m, ctx)
-    add_objective(m, ctx, bounds, floors.held_rate_usd_s)
-    m.shape_floor = pyo.Constraint(expr=floors.time_s <= m.T)
+    with paused_cycle_collection():
+        m = pyo.ConcreteModel(name=ctx.shape.label())
+        add_placement(m, ctx)
+        add_choices(m, ctx)
+        add_pipeline(m, ctx, bounds, floors.cycle_s)
+        m.cycle.setub(bounds["cycle"])
+        add_traffic(m, ctx, bounds)
+        add_memory(m, ctx)
+        add_iteration(m, ctx)
+        add_objective(m, ctx, bounds, floors.held_rate_usd_s)
+        m.shape_floor = pyo.Constraint(expr=floors.time_s <= m.T)
     return m
 
 
