@@ -3,12 +3,15 @@ ended."""
 
 from __future__ import annotations
 
+import os
+
 import pyomo.environ as pyo
 import pytest
 
+from scaleacross_milp.milp import highs as highs_module
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import HighsModel, MILPStatus, polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, MILPStatus, forked_run, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, pattern_cells
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Shape
@@ -87,3 +90,34 @@ def test_one_translation_serves_solves_with_other_cutoffs_and_fixings():
     assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(11.0)
     highs.model.x[3].unfix()
     assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(10.0)
+
+
+def test_a_forked_run_solves_as_one_in_process_and_loads_its_point(monkeypatch):
+    # Every model forks (FORKED_ROWS 0): the search's statuses, cutoffs, fixings and loaded points stay those of a run
+    # in this process (the least cover of 1, 3, 5, 7 above 8.5 is 9, T = 10; with x3 in, 7 + 3, T = 11).
+    monkeypatch.setattr(highs_module, "FORKED_ROWS", 0)
+    highs = HighsModel(cover([1, 3, 5, 7]))
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1, cutoff=9.5).status is MILPStatus.cut_off
+    outcome = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1)
+    assert (outcome.status, outcome.incumbent) == (MILPStatus.optimal, pytest.approx(10.0))
+    assert [round(highs.model.x[i].value) for i in range(4)] == [1, 1, 1, 0]
+    highs.model.x[3].fix(1)
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(11.0)
+
+
+def test_a_forked_run_that_does_not_report_in_time_is_killed_and_proves_nothing(monkeypatch):
+    # A child cannot fork, run HiGHS and report within 0 s: it is killed and reaped, and the run keeps no point.
+    children = []
+
+    def fork() -> int:
+        pid = real_fork()
+        children.append(pid)
+        return pid
+
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", fork)
+    highs = HighsModel(cover(list(range(1, 40))))
+    run = forked_run(highs.highs, True, cap_s=0.0)
+    assert (run.status, run.objective, run.bound, run.point) == (MILPStatus.time_limit, None, None, None)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(children[0], os.WNOHANG)  # reaped: not even a zombie is left
