@@ -156,9 +156,10 @@ def restricted(instance: Instance, building: Building) -> Instance:
 
 
 def as_layout(plan: Plan) -> Layout:
-    """The decisions of a plan, for any instance holding its buildings."""
-    keep = set(Layout.model_fields) - {"instance"}
-    return Layout.model_validate(plan.model_dump(include=keep))
+    """The decisions of a plan, its transports included (a plan keeps them on its link uses), for any instance
+    holding its buildings."""
+    keep = set(Layout.model_fields) - {"instance", "transports"}
+    return Layout.model_validate(plan.model_dump(include=keep) | {"transports": plan.link_transports()})
 
 
 class ReplayTooSlow(Exception):

@@ -130,3 +130,11 @@ def test_properties_hold_on_quick_generated_instances(seed):
     if not math.isnan(out.best_pattern_s):
         assert out.replay_s <= (1 + TOLERANCE) * out.best_pattern_s, out
     assert out.bound_s <= (1 + TOLERANCE) * out.best_layout_s, out
+
+
+def test_a_plan_as_a_layout_keeps_its_transports(solved_bundled):
+    # A plan keeps its transports on its link uses, a layout in `transports`: without them the layout would be priced
+    # and replayed on each link's first transport.
+    instance, plan = solved_bundled("dp-out-2b-far-llama3-8b")
+    layout = suite.as_layout(plan)
+    assert layout.link_transports() == plan.link_transports() and plan.link_transports()
