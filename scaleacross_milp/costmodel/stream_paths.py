@@ -7,8 +7,9 @@ per rank pair and direction). Any path through that graph bounds the makespan fr
 transfers weighted X (one microbatch's transfer plus latency) and every other transfer 0, the longest path for a
 given X is a path of ops and b-transfers: its counts of each rank's F, I and W ops and of b-transfers make a linear
 row, Tpipe >= sum_j (n_F[j] F + n_I[j] I + n_W[j] W) / (C v) Cst[j] + n_b (lat[b] + tx[b]), that holds whatever
-the stage times are (the MILP's `stream_path` rows). Several X (a fast, a comparable and a slow boundary) give the
-paths that bind in each regime; one pass over the graph runs every (boundary, X) at once.
+the stage times are (the MILP's `stream_path` rows). Several X (WEIGHTS) give the paths that bind in each regime;
+one pass over the graph runs every (boundary, X) at once. The longest path is convex piecewise linear in X, and the
+rows are exact at these X only, below it between them.
 
 For 1F1B, X large: p - 1 - b warm-up forwards cross b, then the gradients one after another, and while forwards
 remain every two microbatches add one forward and one backward on ranks b and b + 1 (rank b's backward of
@@ -25,8 +26,12 @@ import numpy as np
 from scaleacross_milp.costmodel.actions import ScheduleActions, build_actions
 from scaleacross_milp.spec.search import Schedule
 
-WEIGHTS = (0.5, 2.0, 1000.0)
-"""X, one b-transfer's time in units of a rank's nominal per-microbatch compute (F = I = W = 1/3 of it)."""
+WEIGHTS = (0.125, 0.25, 0.5, 2.0, 1000.0)
+"""X, one b-transfer's time in units of a rank's nominal per-microbatch compute (F = I = W = 1/3 of it): fast to
+slow boundaries. 1/8 and 1/4 (a long link's latency against a microbatch of a few tens of ms) joined 1/2, 2 and 1000
+in session 20: on generated small seed 20 (ZB-V over a 2,754 km link, X about 0.27) the rows for 1/2 left the MILP
+3.7 % below the replay, 0.0 % with them; ZB-H1 at p = 32 keeps 92 paths instead of 61, a few dozen rows in models of
+tens of thousands."""
 NOMINAL = {"F": 1 / 3 + 1e-7, "I": 1 / 3 + 2e-7, "W": 1 / 3, "B": 2 / 3 + 2e-7}
 TIE_BREAK = 1e-5
 """Rank r's ops last (1 + TIE_BREAK (r + 1)) times, and F, I a little longer than W: equally long paths otherwise

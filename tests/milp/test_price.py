@@ -6,13 +6,15 @@ from __future__ import annotations
 import pyomo.environ as pyo
 import pytest
 
-from scaleacross_milp.generate import DesignPoint, design_instance
+from scaleacross_milp.baselines.pricing import replay_s
+from scaleacross_milp.generate import DesignPoint, Size, design_instance, generate_instance
 from scaleacross_milp.milp.formulation.iteration import gathered_op_share
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.price import fixed_layout_model, price_layout
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.volumes import stage_grad_gb
-from scaleacross_milp.spec.plan import Layout
+from scaleacross_milp.spec.plan import Layout, Shape, StagePlacement
+from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.verifier import verify
 
@@ -166,3 +168,17 @@ def test_each_model_chunk_s_end_of_step_sync_is_its_own_crossing_unit():
     ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
     assert solve_milp(HighsModel(m), time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
     assert pyo.value(m.dp_unit["end"]) == pytest.approx(stage_grad_gb(ctx, 1, 16 / 2), rel=1e-6)
+
+
+def test_a_zb_v_pipeline_over_a_long_link_is_priced_as_replayed():
+    # Generated small seed 20: ZB-V, 8 stages of 4 layers, the first four in s0-b0 and the last four in s2-b2 behind a
+    # 2,754 km link (13.5 ms one way, a quarter of a microbatch's compute per rank). The longest path at that
+    # transfer weight crosses the link more often than those at X = 1/2 and 2, so without X = 1/4 the MILP priced
+    # the layout 3.7 % below its replay.
+    instance = generate_instance(20, Size.small)
+    stages = [StagePlacement(stage=j, layers=4, cells_per_building={"s0-b0" if j < 4 else "s2-b2": 3})
+              for j in range(8)]
+    layout = Layout(shape=Shape(tp=4, cp=1, ep=1, pp=8, dp=3, micro_batch=1, microbatches=20),
+                    schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": ["s0-b0"] * 4 + ["s2-b2"] * 4, "pipelines": 3}])
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)

@@ -59,7 +59,8 @@ cool-down backwards expose of the EP all-to-alls the merged pairs hide (`add_ep_
 Stream paths (`costmodel.stream_paths`): any path through the replay's dependency graph (each rank's ops in the
 schedule's order, a forward after the previous stage's activation arrives, a backward after the next stage's
 gradient, and a rank's sends to one peer one after another) bounds the makespan. For every schedule option, every
-boundary b and each of a few weights of b's transfers (a fast, a comparable and a slow link), the longest path
+boundary b and each of a few weights of b's transfers (`stream_paths.WEIGHTS`: an eighth of a microbatch's compute
+to a link a thousand times slower), the longest path
 gives its counts n_F, n_I, n_W of each rank's ops and n_b of b-transfers, and with F, I, W, C one layer's times
 and v_o the option's chunks per rank:
     Tpipe >= sum_j (n_F[j] F + n_I[j] I + n_W[j] W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b])          (stream_path)
