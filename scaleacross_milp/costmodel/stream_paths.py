@@ -129,19 +129,67 @@ def _crossing(actions: ScheduleActions, lower: int) -> int:
 
 
 def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
-    """Run the orders once with finish times as vectors over scenarios (b, X); backtrack each scenario's path
-    (at a node with two predecessors, the later one: the rank's previous op or the data it waited for)."""
+    """Per boundary b, the longest path of each weight of WEIGHTS on b's transfers (every other transfer free), at
+    the nominal op times (`_run`, one scenario per (b, X))."""
     ranks, weights = actions.ranks, len(WEIGHTS)
-    scenarios = (ranks - 1) * weights
-    extra = np.zeros((ranks, scenarios))
+    extra = np.zeros((ranks, (ranks - 1) * weights))
     for b in range(ranks - 1):
         extra[b, b * weights:(b + 1) * weights] = WEIGHTS
+    found: list[list[StreamPath]] = [[] for _ in range(ranks - 1)]
+    def nominal(rank: int, kind: str) -> float:
+        return NOMINAL[kind] * (1 + TIE_BREAK * (rank + 1)) / actions.chunks
+
+    for k, (ops, crossings) in enumerate(_run(actions, nominal, extra)):
+        found[k // weights].append(StreamPath(ops, crossings[k // weights]))
+    return found
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The longest path of a schedule's graph at given stage and transfer times: its length (s), op counts per rank
+    (F, I, W) and transfers per boundary."""
+
+    length_s: float
+    ops: tuple[tuple[int, int, int], ...]
+    crossings: tuple[int, ...]
+
+
+CRITICAL_OPS = 20_000
+"""The largest graph `critical_path` runs, counted as 3 p m v ops (F, I, W per chunk): p = 32, m = 69 ZB-H1 (6,624)
+runs in 0.045 s on 2 cores, p = 16, m = 32 ZB-V in 0.03 s."""
+
+
+def critical_path(schedule: Schedule, p: int, m: int, v: int, merged: bool, stage_s: list[float],
+                  shares: tuple[float, float, float], transfer_s: list[float]) -> CriticalPath | None:
+    """The longest path when rank j's F, I and W of one microbatch take shares x stage_s[j] (over v chunks) and a
+    transfer across boundary b takes transfer_s[b]; None for a graph beyond CRITICAL_OPS (or an interleaved order
+    beyond INTERLEAVED_OPS rank-microbatches: they are not cut)."""
+    if schedule is Schedule.interleaved and p * m > INTERLEAVED_OPS or 3 * p * m * v > CRITICAL_OPS:
+        return None
+    actions = build_actions(schedule, p, m, v, merged)
+    share = dict(zip(KINDS, shares, strict=True)) | {"B": shares[1] + shares[2]}
+
+    def duration(rank: int, kind: str) -> float:
+        return share[kind] * stage_s[rank] / v
+
+    extra = np.array(list(transfer_s) + [0.0])[:, None]
+    (ops, crossings), length = _run(actions, duration, extra, lengths=True)[0]
+    return CriticalPath(length, ops, crossings)
+
+
+def _run(actions: ScheduleActions, duration, extra: np.ndarray, lengths: bool = False) -> list:
+    """Run the orders once with finish times as vectors over scenarios (columns of `extra`: each boundary's transfer
+    time per scenario; `duration(rank, kind)` an op's time, scalar or per scenario); backtrack each scenario's path
+    (at a node with two predecessors, the later one: the rank's previous op or the data it waited for). Per
+    scenario: (op counts per rank, transfers per boundary), and with `lengths` its length too."""
+    ranks, scenarios = actions.ranks, extra.shape[1]
     zero = np.zeros(scenarios)
     finish: list[np.ndarray] = []
     preds: list[tuple[int, int]] = []
     info: list[tuple[int, str, int]] = []
     """Per node: (rank, kind, crossing); kind "X" for a transfer."""
-    orders = [[_step(actions, rank, a) for a in ops] for rank, ops in enumerate(actions.order)]
+    orders = [[(kind, duration(rank, kind), need, send) for kind, need, send in (_step(actions, rank, a) for a in ops)]
+              for rank, ops in enumerate(actions.order)]
     arrival: dict[tuple[str, int, int], int] = {}
     channel: dict[tuple[int, int], int] = {}
     position, previous = [0] * ranks, [-1] * ranks
@@ -150,7 +198,7 @@ def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
         progressed = False
         for rank, ops in enumerate(orders):
             while position[rank] < len(ops):
-                kind, duration, need, send = ops[position[rank]]
+                kind, time_s, need, send = ops[position[rank]]
                 waited = arrival.get(need, -2) if need is not None else -1
                 if waited == -2:
                     break
@@ -158,7 +206,7 @@ def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
                 start = finish[before] if before >= 0 else zero
                 if waited >= 0:
                     start = np.maximum(start, finish[waited])
-                finish.append(start + duration)
+                finish.append(start + time_s)
                 preds.append((before, waited))
                 info.append((rank, kind, -1))
                 node = previous[rank] = len(finish) - 1
@@ -180,36 +228,36 @@ def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
             raise ValueError(f"schedule {actions.name} deadlocks")
     ops_nodes = [n for n, (_, kind, _) in enumerate(info) if kind != "X"]
     ends = np.stack([finish[n] for n in ops_nodes]).argmax(axis=0)
-    found: list[list[StreamPath]] = [[] for _ in range(ranks - 1)]
+    paths = []
     for k in range(scenarios):
-        b = k // weights
         counts = [[0, 0, 0] for _ in range(ranks)]
-        crossings, node = 0, ops_nodes[ends[k]]
+        crossings, node = [0] * (ranks - 1), ops_nodes[ends[k]]
         while node >= 0:
             rank, kind, crossing = info[node]
             if kind == "X":
-                crossings += crossing == b
+                if crossing >= 0:
+                    crossings[crossing] += 1
             else:
                 for part in ("I", "W") if kind == "B" else (kind,):
                     counts[rank][KINDS.index(part)] += 1
             first, second = preds[node]
             node = second if second >= 0 and (first < 0 or finish[second][k] > finish[first][k]) else first
-        found[b].append(StreamPath(tuple(tuple(c) for c in counts), crossings))
-    return found
+        path = (tuple(tuple(c) for c in counts), tuple(crossings))
+        paths.append((path, float(finish[ops_nodes[ends[k]]][k])) if lengths else path)
+    return paths
 
 
-def _step(actions: ScheduleActions, rank: int, a) -> tuple[str, float, tuple | None, tuple | None]:
-    """(kind, nominal duration, the message op `a` waits for, (key, peer rank, boundary crossed or -1) of the message
-    it sends) of rank `rank`'s op `a`."""
+def _step(actions: ScheduleActions, rank: int, a) -> tuple[str, tuple | None, tuple | None]:
+    """(kind, the message op `a` waits for, (key, peer rank, boundary crossed or -1) of the message it sends) of
+    rank `rank`'s op `a`."""
     last = actions.stages - 1
     need = (("fwd", a.stage - 1, a.microbatch) if a.kind == "F" and a.stage > 0 else
             ("bwd", a.stage + 1, a.microbatch) if a.kind in ("I", "B") and a.stage < last else None)
-    duration = NOMINAL[a.kind] * (1 + TIE_BREAK * (rank + 1)) / actions.chunks
     if a.kind == "F" and a.stage < last:
         key, lower = ("fwd", a.stage, a.microbatch), a.stage
     elif a.kind in ("I", "B") and a.stage > 0:
         key, lower = ("bwd", a.stage, a.microbatch), a.stage - 1
     else:
-        return a.kind, duration, need, None
+        return a.kind, need, None
     peer = actions.rank_of[lower + 1 if lower == a.stage else lower]
-    return a.kind, duration, need, (key, peer, _crossing(actions, lower))
+    return a.kind, need, (key, peer, _crossing(actions, lower))

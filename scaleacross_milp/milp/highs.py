@@ -22,6 +22,7 @@ import numpy as np
 import pyomo.environ as pyo
 import scipy.sparse
 from pyomo.core.expr.numvalue import NumericValue
+from pyomo.core.expr.visitor import identify_variables
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler, _LinearStandardFormCompiler_impl
 from pyomo.repn.standard_repn import generate_standard_repn
 
@@ -243,6 +244,21 @@ class HighsModel:
             if not var.fixed:
                 var.set_value(min(max(0.0, var.lb if var.lb is not None else -math.inf),
                                   var.ub if var.ub is not None else math.inf), skip_validation=True)
+
+    def add_row(self, row: pyo.ConstraintData) -> None:
+        """Send one more row of the model (lb <= body <= ub over its columns, already in the Pyomo model) to HiGHS,
+        its variables read as columns even while fixed (a fixing reaches HiGHS as bounds, and is undone later)."""
+        fixed = [(var, var.value) for var in identify_variables(row.body, include_fixed=True) if var.fixed]
+        for var, _ in fixed:
+            var.unfix()
+        try:
+            columns, coefficients, constant = self.linear(row.body)
+        finally:
+            for var, value in fixed:
+                var.fix(value)
+        lower = -highspy.kHighsInf if row.lb is None else row.lb - constant
+        upper = highspy.kHighsInf if row.ub is None else row.ub - constant
+        self.highs.addRow(lower, upper, len(columns), np.array(columns, dtype=np.int32), np.array(coefficients))
 
     def linear(self, expr: NumericValue) -> tuple[list[int], list[float], float]:
         """(columns, coefficients, constant) of a linear expression of the model's columns."""

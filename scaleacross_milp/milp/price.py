@@ -19,7 +19,8 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption, overlaps_ep
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import HighsModel, MILPStatus, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, MILPStatus
+from scaleacross_milp.milp.path_cuts import solve_with_cuts
 from scaleacross_milp.milp.routes import RouteTable, route_table
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Layout
@@ -83,6 +84,6 @@ def fixed_layout_model(instance: Instance, layout: Layout,
 def price_layout(instance: Instance, layout: Layout, routes: RouteTable | None = None) -> float | None:
     """The MILP's iteration time for `layout` (stages and pipelines given, a named schedule), or None when the
     model cannot hold it (it fails the memory rows or a building's capacity)."""
-    _, m = fixed_layout_model(instance, layout, routes or route_table(instance.topology))
-    outcome = solve_milp(HighsModel(m), time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=1)
+    ctx, m = fixed_layout_model(instance, layout, routes or route_table(instance.topology))
+    outcome = solve_with_cuts(HighsModel(m), ctx, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=1)
     return None if outcome.status is MILPStatus.infeasible else outcome.incumbent

@@ -28,6 +28,7 @@ from scaleacross_milp.milp.formulation.build import Floors, build_model, held_la
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.formulation.pipeline import stream_path_arguments
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.path_cuts import solve_with_cuts
 from scaleacross_milp.milp.patterns import Pattern, fixed_cells, holders, pattern_cells, restrictions, spans_all
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
@@ -467,15 +468,15 @@ class ShapeSearch:
     def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None,
               restricted: tuple[HighsModel, ShapeContext] | None = None, beat_by_gap: bool = False):
         """One HiGHS solve of shape i's model (as currently fixed; or of its `restricted` model and context) within
-        `nodes`; keeps the best incumbent. Its cutoff is the incumbent, or with `beat_by_gap` the incumbent less
-        the search's gap: a proof then needs only that nothing beats the incumbent by more than the gap, which is
-        what the search asks of a shape (`promising`)."""
+        `nodes`, its critical paths cut (`path_cuts.solve_with_cuts`); keeps the best incumbent. Its cutoff is the
+        incumbent, or with `beat_by_gap` the incumbent less the search's gap: a proof then needs only that nothing
+        beats the incumbent by more than the gap, which is what the search asks of a shape (`promising`)."""
         model, ctx = restricted or (self.model(i), self.ctx(i))
         factor = per_requested(ctx)
         cutoff = self.incumbent * (1 - self.gap if beat_by_gap else 1.0) / factor
-        outcome = solve_milp(model, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
-                             rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
-                             cutoff=None if math.isinf(cutoff) else cutoff)
+        outcome = solve_with_cuts(model, ctx, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
+                                  rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
+                                  cutoff=None if math.isinf(cutoff) else cutoff)
         self.solver_s += outcome.wall_s
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
             self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model.model),
@@ -934,7 +935,7 @@ def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: 
     used = {k for stage in plan.stages for k in stage.cells_per_building}
     ctx, model = fixed_layout_model(instance, plan, routes.among([k for k in routes.buildings if k in used]))
     highs = HighsModel(model)
-    outcome = solve_milp(highs, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
+    outcome = solve_with_cuts(highs, ctx, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
     if outcome.incumbent is None:
         return None
     return Incumbent(outcome.incumbent * per_requested(ctx), -1, highs, ctx, model_size(model), snapshot(model))

@@ -121,3 +121,16 @@ def test_a_forked_run_that_does_not_report_in_time_is_killed_and_proves_nothing(
     assert (run.status, run.objective, run.bound, run.point) == (MILPStatus.time_limit, None, None, None)
     with pytest.raises(ChildProcessError):
         os.waitpid(children[0], os.WNOHANG)  # reaped: not even a zombie is left
+
+
+def test_a_row_added_while_a_variable_is_fixed_keeps_that_variable():
+    # Rows join a translated model while the search holds some variables fixed (a pattern, a pair): the row must
+    # read them as columns, not as the constants they are for now. With x0 + x1 <= 1 the least cover of 1, 3, 5, 7
+    # above 8.5 is 3 + 7 (T = 11); read with x0 fixed at 1 the row would be x1 <= 0, and T = 13 (5 + 7).
+    highs = HighsModel(cover([1, 3, 5, 7]))
+    model = highs.model
+    model.x[0].fix(1)
+    model.extra = pyo.ConstraintList()
+    highs.add_row(model.extra.add(model.x[0] + model.x[1] <= 1))
+    model.x[0].unfix()
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(11.0)

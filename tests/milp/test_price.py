@@ -8,6 +8,7 @@ import pytest
 
 from scaleacross_milp.baselines.pricing import replay_s
 from scaleacross_milp.generate import DesignPoint, Size, design_instance, generate_instance
+from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.formulation.iteration import gathered_op_share
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.price import fixed_layout_model, price_layout
@@ -17,6 +18,7 @@ from scaleacross_milp.spec.plan import Layout, Shape, StagePlacement
 from scaleacross_milp.spec.search import DPMode, Schedule
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.verifier import verify
+from tests.conftest import ROOT
 
 UNEVEN_FSDP = {
     "shape": {"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "microbatches": 32}, "schedule": "1f1b",
@@ -181,4 +183,19 @@ def test_a_zb_v_pipeline_over_a_long_link_is_priced_as_replayed():
     layout = Layout(shape=Shape(tp=4, cp=1, ep=1, pp=8, dp=3, micro_batch=1, microbatches=20),
                     schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
                     pipelines=[{"buildings": ["s0-b0"] * 4 + ["s2-b2"] * 4, "pipelines": 3}])
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)
+
+
+def test_a_zb_v_pipeline_of_uneven_stages_is_priced_along_its_own_critical_path():
+    # The bundled pp-out-2b's ZB-V layout of 16 stages of 2 to 6 layers, split between its halls by a 400 Gb/s link:
+    # the stream paths found at equal stage times left Tpipe 0.34 s below the longest path at its own stage and
+    # transfer times, and the layout priced 7.2 % below its replay; that path's row (milp.path_cuts) prices it.
+    instance = load_instance(ROOT / "instances" / "pp-out-2b-thin-link-llama3-70b.json")
+    layers = [2, 4, 4, 6, 6, 6, 6, 6, 6, 6, 4, 6, 6, 4, 6, 2]
+    stages = [StagePlacement(stage=j, layers=n, cells_per_building={"A" if j < 8 else "B": 8})
+              for j, n in enumerate(layers)]
+    layout = Layout(shape=Shape(tp=2, cp=2, ep=1, pp=16, dp=8, micro_batch=1, microbatches=32),
+                    schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": ["A"] * 8 + ["B"] * 8, "pipelines": 8}],
+                    transports={"A-B": "ecmp_selective_repeat"})
     assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)

@@ -70,6 +70,11 @@ and while forwards remain every two microbatches add the forward and backward of
 27, ZB-H1 with a 100 Gb/s link at boundary 7 of 16: MILP 5.81 s against a 6.50 s replay, now 6.48 s); ZB-V's
 warm-up and cool-down sends (generated small seed 13, Mixtral over a 100 Gb/s, 561 km boundary: 0.555 s against
 0.672 s, now 0.673 s); GPipe's 2m sends in turn, each paying its latency (seed 12's 1,518 km boundary).
+The paths are those of equal stage times; at uneven ones (a stage with the embedding and head, layers that differ
+by a chunk, two GPU types) the longest path can be another. Critical paths (`milp.path_cuts`): at an incumbent, the
+longest path of its schedule's graph at its own stage times Cst and transfer times lat + tx over every boundary is
+a path too, and its row joins the model when Tpipe is below it:
+    Tpipe >= sum_j (n_F[j] F + n_I[j] I + n_W[j] W) / (C v_o) Cst[j] + sum_b n_b (lat[b] + tx[b])  (critical_path)
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ from collections import Counter
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.costmodel.stream_paths import stream_paths
+from scaleacross_milp.costmodel.stream_paths import CriticalPath, stream_paths
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import chosen_value
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
@@ -124,6 +129,8 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     )
 
     big = bounds["pipeline"]
+    m.path_big_m = pyo.Param(initialize=2 * big)
+    m.critical_path = pyo.ConstraintList()  # filled by milp.path_cuts at incumbents
     options = list(m.O)
     layer = ctx.gpu(ctx.buildings[0]).layer
     beta = [ctx.options[o].bubble_coefficient(layer) for o in options]
@@ -267,7 +274,7 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
                                         [*terms, (count, m.steady[b])], m.u, options, big)
     add_rows(m, "steady_excess", excess)
     add_rows(m, "steady_makespan", makespan)
-    add_rows(m, "stream_path", stream_path_rows(m, ctx, regular, 2 * big))
+    add_rows(m, "stream_path", stream_path_rows(m, ctx, regular))
 
 
 def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int, bool]]:
@@ -279,19 +286,31 @@ def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, i
             for option in ctx.options]
 
 
-def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int], big: float) -> list:
+def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]) -> list:
     """Rows stream_path (module docstring): per option o, boundary b and path of `costmodel.stream_paths`,
     Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + n_b (lat[b] + tx[b]), off unless u[o] = 1."""
+    return [m.Tpipe >= path_ops_s(m, ctx, o, path.ops) + path.crossings * (m.lat[b] + m.tx[b]) - option_off(m, o)
+            for o, arguments in enumerate(stream_path_arguments(ctx))
+            for b in regular for path in stream_paths(*arguments)[b]]
+
+
+def critical_path_row(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, path: CriticalPath):
+    """Row critical_path (module docstring) for a path of option o's graph with its transfers over every boundary:
+    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + sum_b n_b (lat[b] + tx[b]), off unless u[o] = 1."""
+    transfers = sum(n * (m.lat[b] + (m.tx[b] if hasattr(m, "tx") and b in m.tx else 0))
+                    for b, n in enumerate(path.crossings) if n and b in m.B)
+    return m.Tpipe >= path_ops_s(m, ctx, o, path.ops) + transfers - option_off(m, o)
+
+
+def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple[int, int, int], ...]):
+    """sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j]: a path's ops, each its share of its stage's time per
+    microbatch (one layer's F, I, W over C) over option o's chunks."""
     layer = ctx.gpu(ctx.buildings[0]).layer
     share = [t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s)]
-    options = list(m.O)
-    rows = []
-    for o, arguments in enumerate(stream_path_arguments(ctx)):
-        paths, chunks = stream_paths(*arguments), ctx.options[o].chunks
-        off = 0 if len(options) == 1 else big * (1 - m.u[o])
-        for b in regular:
-            for path in paths[b]:
-                compute = sum(sum(n * f for n, f in zip(ops, share, strict=True)) / chunks * m.Cst[j]
-                              for j, ops in enumerate(path.ops) if any(ops))
-                rows.append(m.Tpipe >= compute + path.crossings * (m.lat[b] + m.tx[b]) - off)
-    return rows
+    return sum(sum(n * f for n, f in zip(counts, share, strict=True)) / ctx.options[o].chunks * m.Cst[j]
+               for j, counts in enumerate(ops) if any(counts))
+
+
+def option_off(m: pyo.ConcreteModel, o: int):
+    """M (1 - u[o]) with the path rows' M (twice the pipeline bound), 0 when o is the only option."""
+    return 0 if len(m.O) == 1 else m.path_big_m * (1 - m.u[o])

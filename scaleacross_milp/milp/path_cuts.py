@@ -1,0 +1,63 @@
+"""Critical-path cuts: the pipeline's longest path at an incumbent's own stage and transfer times.
+
+The stream_path rows (`formulation.pipeline`) hold the paths that are longest at equal stage times; at the uneven
+stage times a plan really has, the longest path can be another, and the MILP then prices the plan below its replay
+(the bundled pp-out-2b's ZB-V plan, p = 16 over stages of 2 to 6 layers and a 400 Gb/s link: Tpipe 4.226 s against a
+longest path of 4.569 s, the plan 4.392 s against a 4.733 s replay). At an incumbent, `cut_critical_path` runs the
+schedule's graph at its Cst and lat + tx (`costmodel.stream_paths.critical_path`) and, when that path is longer than
+Tpipe, adds its row (`formulation.pipeline.critical_path_row`): a path of the graph, so it holds at every point of
+the model, and the solve is repeated."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pyomo.environ as pyo
+
+from scaleacross_milp.costmodel.stream_paths import critical_path
+from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.pipeline import critical_path_row
+from scaleacross_milp.milp.highs import HighsModel, MILPOutcome, solve_milp
+
+CUT_ROUNDS = 3
+"""Cuts (and re-solves) per solve at most: each moves the incumbent to a point whose own longest path may bind."""
+CUT_TOLERANCE = 1e-4
+"""A path longer than Tpipe by this share is cut (below it, the solve's own tolerances)."""
+
+
+def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
+    """Add the critical_path row of the point loaded in `highs`'s model when its longest path exceeds Tpipe by more
+    than CUT_TOLERANCE; True when a row was added (to the Pyomo model and to HiGHS)."""
+    m = highs.model
+    if ctx.shape.pp < 2:
+        return False
+    o = next(o for o in m.O if (m.u[o].value or 0) > 0.5)
+    option = ctx.options[o]
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    shares = tuple(t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s))
+    transfer = [_value(m.lat, b) + (_value(m.tx, b) if hasattr(m, "tx") else 0.0) for b in range(ctx.shape.pp - 1)]
+    path = critical_path(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks, option.merged,
+                         [pyo.value(m.Cst[j]) for j in m.J], shares, transfer)
+    if path is None or path.length_s <= pyo.value(m.Tpipe) * (1 + CUT_TOLERANCE):
+        return False
+    highs.add_row(m.critical_path.add(critical_path_row(m, ctx, o, path)))
+    return True
+
+
+def _value(var: pyo.Var, b: int) -> float:
+    return (var[b].value or 0.0) if b in var else 0.0
+
+
+def solve_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float, **options) -> MILPOutcome:
+    """`highs.solve_milp` within `time_limit_s` in all, then while its point's longest path exceeds Tpipe, cut it
+    (`cut_critical_path`) and solve again in the time left, CUT_ROUNDS times at most. The outcome is the last
+    solve's, its wall time the whole call's; no row is added once no time is left to solve with it."""
+    start = time.perf_counter()
+    outcome = solve_milp(highs, time_limit_s=time_limit_s, **options)
+    for _ in range(CUT_ROUNDS):
+        left = time_limit_s - (time.perf_counter() - start)
+        if outcome.incumbent is None or left <= 0 or not cut_critical_path(highs, ctx):
+            break
+        outcome = solve_milp(highs, time_limit_s=left, **options)
+    return replace(outcome, wall_s=time.perf_counter() - start)
