@@ -18,6 +18,7 @@ microbatch k precedes its forward of k + p - b; rank b + 1's forward of k + p - 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -135,11 +136,12 @@ def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
     extra = np.zeros((ranks, (ranks - 1) * weights))
     for b in range(ranks - 1):
         extra[b, b * weights:(b + 1) * weights] = WEIGHTS
-    found: list[list[StreamPath]] = [[] for _ in range(ranks - 1)]
+
     def nominal(rank: int, kind: str) -> float:
         return NOMINAL[kind] * (1 + TIE_BREAK * (rank + 1)) / actions.chunks
 
-    for k, (ops, crossings) in enumerate(_run(actions, nominal, extra)):
+    found: list[list[StreamPath]] = [[] for _ in range(ranks - 1)]
+    for k, (ops, crossings, _) in enumerate(_run(actions, nominal, extra)):
         found[k // weights].append(StreamPath(ops, crossings[k // weights]))
     return found
 
@@ -173,15 +175,15 @@ def critical_path(schedule: Schedule, p: int, m: int, v: int, merged: bool, stag
         return share[kind] * stage_s[rank] / v
 
     extra = np.array(list(transfer_s) + [0.0])[:, None]
-    (ops, crossings), length = _run(actions, duration, extra, lengths=True)[0]
+    ops, crossings, length = _run(actions, duration, extra)[0]
     return CriticalPath(length, ops, crossings)
 
 
-def _run(actions: ScheduleActions, duration, extra: np.ndarray, lengths: bool = False) -> list:
+def _run(actions: ScheduleActions, duration: Callable[[int, str], float], extra: np.ndarray) -> list[tuple]:
     """Run the orders once with finish times as vectors over scenarios (columns of `extra`: each boundary's transfer
-    time per scenario; `duration(rank, kind)` an op's time, scalar or per scenario); backtrack each scenario's path
-    (at a node with two predecessors, the later one: the rank's previous op or the data it waited for). Per
-    scenario: (op counts per rank, transfers per boundary), and with `lengths` its length too."""
+    time per scenario; `duration(rank, kind)` an op's time); backtrack each scenario's path (at a node with two
+    predecessors, the later one: the rank's previous op or the data it waited for). Per scenario: (op counts per
+    rank, transfers per boundary, length)."""
     ranks, scenarios = actions.ranks, extra.shape[1]
     zero = np.zeros(scenarios)
     finish: list[np.ndarray] = []
@@ -242,8 +244,7 @@ def _run(actions: ScheduleActions, duration, extra: np.ndarray, lengths: bool = 
                     counts[rank][KINDS.index(part)] += 1
             first, second = preds[node]
             node = second if second >= 0 and (first < 0 or finish[second][k] > finish[first][k]) else first
-        path = (tuple(tuple(c) for c in counts), tuple(crossings))
-        paths.append((path, float(finish[ops_nodes[ends[k]]][k])) if lengths else path)
+        paths.append((tuple(tuple(c) for c in counts), tuple(crossings), float(finish[ops_nodes[ends[k]]][k])))
     return paths
 
 
