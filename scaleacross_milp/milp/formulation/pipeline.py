@@ -302,11 +302,17 @@ def critical_path_row(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, path: Cri
     return m.Tpipe >= path_ops_s(m, ctx, o, path.ops) + transfers - option_off(m, o)
 
 
+def op_shares(ctx: ShapeContext) -> tuple[float, float, float]:
+    """(F, I, W) / C: one layer's forward, input-gradient and weight-gradient shares of its time."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    f, i, w = (t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s))
+    return f, i, w
+
+
 def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple[int, int, int], ...]):
     """sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j]: a path's ops, each its share of its stage's time per
-    microbatch (one layer's F, I, W over C) over option o's chunks."""
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    share = [t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s)]
+    microbatch (`op_shares`) over option o's chunks."""
+    share = op_shares(ctx)
     return sum(sum(n * f for n, f in zip(counts, share, strict=True)) / ctx.options[o].chunks * m.Cst[j]
                for j, counts in enumerate(ops) if any(counts))
 
