@@ -29,9 +29,13 @@ CUT_TOLERANCE = 1e-4
 
 def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
     """Add the critical_path row of the point loaded in `highs`'s model when its longest path exceeds Tpipe by more
-    than CUT_TOLERANCE; True when a row was added (to the Pyomo model and to HiGHS)."""
+    than CUT_TOLERANCE; True when a row was added (to the Pyomo model and to HiGHS). Only at a point whose every stage
+    sits in one building: every pipeline then runs at Cst and lat + tx, and the path is each one's. With a stage
+    split, Cst[j] is its slowest copy's and tx[b] the busiest arc's, which no one pipeline may combine (the repro
+    mixtral-3b-hetero-1792's ZB-H1 plan, stages 6 and 7 split over three buildings: cut, priced 1.245 s against a
+    1.152 s replay, and the search turned to a plan replayed 5 % slower)."""
     m = highs.model
-    if ctx.shape.pp < 2:
+    if ctx.shape.pp < 2 or any(sum((m.y[j, k].value or 0) > 0.5 for k in m.K) > 1 for j in m.J):
         return False
     o = next(o for o in m.O if (m.u[o].value or 0) > 0.5)
     option = ctx.options[o]
