@@ -224,8 +224,7 @@ class HighsModel:
             self.highs.setOptionValue(name, value)
         limit = float(self.highs.getOptionValue("time_limit")[1])
         start = time.perf_counter()
-        if self.mip and math.isfinite(limit) and len(self.columns) and self.highs.getNumRow() >= FORKED_ROWS \
-                and hasattr(os, "fork"):
+        if self.mip and math.isfinite(limit) and self.highs.getNumRow() >= FORKED_ROWS and hasattr(os, "fork"):
             run = forked_run(self.highs, self.mip, limit * HARD_CAP[0] + HARD_CAP[1])
         else:
             self.highs.run()
