@@ -20,7 +20,7 @@ import pyomo.environ as pyo
 from scaleacross_milp.costmodel.stream_paths import critical_path
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.build import held_layout
-from scaleacross_milp.milp.formulation.pipeline import critical_path_row, op_shares
+from scaleacross_milp.milp.formulation.pipeline import critical_path_row, crossing_s, op_shares
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, MILPOutcome, MILPStatus, solve_milp
 
 CUT_TOLERANCE = 1e-4
@@ -39,17 +39,13 @@ def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
         return False
     o = next(o for o in m.O if (m.u[o].value or 0) > 0.5)
     option = ctx.options[o]
-    transfer = [_value(m.lat, b) + (_value(m.tx, b) if hasattr(m, "tx") else 0.0) for b in range(ctx.shape.pp - 1)]
+    transfer = [pyo.value(crossing_s(m, b), exception=False) or 0.0 for b in range(ctx.shape.pp - 1)]
     path = critical_path(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks, option.merged,
                          [pyo.value(m.Cst[j]) for j in m.J], op_shares(ctx), transfer)
     if path is None or path.length_s <= pyo.value(m.Tpipe) * (1 + CUT_TOLERANCE):
         return False
     highs.add_row(m.critical_path.add(critical_path_row(m, ctx, o, path)))
     return True
-
-
-def _value(var: pyo.Var, b: int) -> float:
-    return (var[b].value or 0.0) if b in var else 0.0
 
 
 def solve_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float, rel_gap: float,

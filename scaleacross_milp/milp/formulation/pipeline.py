@@ -297,9 +297,15 @@ def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
 def critical_path_row(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, path: CriticalPath):
     """Row critical_path (module docstring) for a path of option o's graph with its transfers over every boundary:
     Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + sum_b n_b (lat[b] + tx[b]), off unless u[o] = 1."""
-    transfers = sum(n * (m.lat[b] + (m.tx[b] if hasattr(m, "tx") and b in m.tx else 0))
-                    for b, n in enumerate(path.crossings) if n and b in m.B)
+    transfers = sum(n * crossing_s(m, b) for b, n in enumerate(path.crossings) if n)
     return m.Tpipe >= path_ops_s(m, ctx, o, path.ops) + transfers - option_off(m, o)
+
+
+def crossing_s(m: pyo.ConcreteModel, b: int):
+    """lat[b] + tx[b]: one microbatch's crossing of boundary b (each term where the model has it; 0 for a boundary
+    no building pair splits)."""
+    latency = m.lat[b] if b in m.B else 0
+    return latency + (m.tx[b] if hasattr(m, "tx") and b in m.tx else 0)
 
 
 def op_shares(ctx: ShapeContext) -> tuple[float, float, float]:
