@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -10,6 +11,7 @@ import numpy as np
 from scaleacross_milp.calibration.piecewise import Breakpoints, breakpoints
 from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts
+from scaleacross_milp.costmodel.layer_kinds import MoEPattern, kind_costs, moe_pattern
 from scaleacross_milp.costmodel.memory import ShapeMemory
 from scaleacross_milp.costmodel.network import PriceLine, fastest_nic_byte_s, link_efficiency, price_lines
 from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
@@ -194,13 +196,26 @@ class ShapeContext:
         """Indices of the schedule options whose LM head runs on stage j (every option when j is None)."""
         return [o for o, option in enumerate(self.options) if j is None or self.head_stage(option) == j]
 
-    def stage_time_terms(self, j: int, k: str, option: ScheduleOption | None = None) -> tuple[float, float]:
-        """(seconds per layer, fixed seconds) of stage j in building k for one microbatch under `option`
-        (`stage_fixed_s`); without an option, the largest fixed part over the shape's options (for big-M
-        constants)."""
-        if option is None:
-            return self.gpu(k).layer.total_s, max(self.stage_fixed_s(j, k, o) for o in self.options)
-        return self.gpu(k).layer.total_s, self.stage_fixed_s(j, k, option)
+    def stage_time_terms(self, j: int, k: str) -> tuple[float, float]:
+        """(the most seconds per layer, the largest fixed seconds over the shape's options) of stage j in building k
+        for one microbatch, for big-M constants: the average layer and, for a model with both kinds of layer, what
+        its MoE layers beyond the average share may add (at most every layer MoE: x (1 - s) per layer,
+        `formulation.layer_kinds`)."""
+        share = self.moe_pattern.share if self.moe_pattern else 1.0
+        return (self.gpu(k).layer.total_s + self.moe_layer_s(k) * (1 - share),
+                max(self.stage_fixed_s(j, k, o) for o in self.options))
+
+    def dp_sync_excess_s(self, building: str, variant: DPVariant, chunks: int) -> float:
+        """What each MoE layer beyond the average share adds to a stage's intra-building DP sync in `building` under
+        `variant` with `chunks` chunks per rank: (f_MoE(n) - f_dense(n)) / n at the average stage's n = L / p layers
+        (`costmodel.dp.IntraDPSync.stage_s` on each kind's table: per layer exactly where the variant reduces layer
+        by layer, the slope of one collective at that size where it reduces a chunk's buffer)."""
+        n = self.instance.model_spec.layers / self.shape.pp
+        return self.moe_excess(lambda costs: costs.building(building).dp_intra[variant].stage_s(n, chunks)) / n
+
+    def moe_layer_s(self, k: str) -> float:
+        """Seconds per microbatch an MoE layer adds in building k beyond a dense one (`moe_excess`)."""
+        return self.moe_excess(lambda costs: costs.building(k).layer.total_s)
 
     def stage_sends(self, j: int, option: ScheduleOption) -> int:
         """Sends stage (rank) j makes per microbatch under `option`, each occupying it for one intra-building send:
@@ -308,6 +323,25 @@ class ShapeContext:
     @property
     def homogeneous(self) -> bool:
         return len({self.instance.topology.building(b).gpu_type for b in self.buildings}) == 1
+
+    @cached_property
+    def moe_pattern(self) -> MoEPattern | None:
+        """The model's MoE placement when it mixes dense and MoE layers (`costmodel.layer_kinds`), else None."""
+        return moe_pattern(self.instance.model_spec)
+
+    @cached_property
+    def kind_tables(self) -> tuple[ShapeCosts, ShapeCosts] | None:
+        """(dense, MoE) cost tables of the shape when the model mixes kinds (`costmodel.layer_kinds.kind_costs`),
+        built on first use."""
+        return kind_costs(self.instance, self.shape, self.variants) if self.moe_pattern else None
+
+    def moe_excess(self, value: Callable[[ShapeCosts], float]) -> float:
+        """What one MoE layer held beyond the average share adds to the per-layer quantity `value` reads from a cost
+        table: max(0, value(MoE table) - value(dense table)); 0 for a model with one kind of layer."""
+        if self.kind_tables is None:
+            return 0.0
+        dense, moe = self.kind_tables
+        return max(0.0, value(moe) - value(dense))
 
 
 def shape_options(instance: Instance, shape: Shape, buildings: int) -> tuple[list[ScheduleOption], list[DPVariant]]:

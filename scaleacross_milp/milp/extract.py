@@ -7,6 +7,7 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.formulation.layer_kinds import excess_s
 from scaleacross_milp.spec.plan import (
     Breakdown,
     LinkUse,
@@ -68,17 +69,20 @@ def held(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[tuple[int, str]]:
     return [(j, k) for j in range(ctx.shape.pp) for k in ctx.buildings if round(_val(m.x[j, k])) > 0]
 
 
+def stage_times(m: pyo.ConcreteModel, ctx: ShapeContext, option: int) -> list[tuple[float, int, str]]:
+    """(seconds per microbatch, j, k) of each stage j held in building k under `option`, as the stage_time rows
+    price it: n[j] tau_k, its MoE layers beyond the average share, and its fixed work."""
+    return [(round(_val(m.n[j])) * ctx.gpu(k).layer.total_s + _val(excess_s(m, j, ctx.moe_layer_s(k)))
+             + ctx.stage_fixed_s(j, k, ctx.options[option]), j, k) for j, k in held(m, ctx)]
+
+
 def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[LinkUse]) -> Breakdown:
     """Split the iteration time: the slowest stage's own work over m microbatches, its TP/EP share, the
     schedule's bubble, what pipeline sends and DP sync add, and the optimizer step. A link-bound remainder is
     charged to whichever traffic dominates the busiest link."""
     opt, mb = ctx.options[option], ctx.shape.microbatches
-    stage_s, gpu = max(
-        ((per_layer * round(_val(m.n[j])) + fixed, ctx.gpu(k))
-         for j, k in held(m, ctx)
-         for per_layer, fixed in [ctx.stage_time_terms(j, k, opt)]),
-        key=lambda held_stage: held_stage[0],
-    )
+    stage_s, _, k = max(stage_times(m, ctx, option))
+    gpu = ctx.gpu(k)
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
     cycle, total = _val(m.cycle), sum(_val(m.Cst[j]) for j in m.J)
     bubble = max(0.0, opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle))
@@ -158,8 +162,7 @@ def extract_plan(m: pyo.ConcreteModel, ctx: ShapeContext, stats: SolveStats) -> 
     parts = breakdown(m, ctx, option, links)
     iteration = (parts.compute_s + parts.exposed_tp_ep_s + parts.bubble_s + parts.exposed_pp_s
                  + parts.exposed_dp_s + parts.optimizer_s)
-    slowest = max(held(m, ctx), key=lambda jk: _val(m.n[jk[0]]) * ctx.gpu(jk[1]).layer.total_s
-                  + ctx.stage_time_terms(*jk, ctx.options[option])[1])
+    _, *slowest = max(stage_times(m, ctx, option))
     tokens = ctx.shape.batch_sequences * ctx.instance.training.seq_len
     peak = sum(
         count * ctx.shape.cell_gpus

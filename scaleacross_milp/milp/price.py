@@ -1,11 +1,12 @@
 """The MILP's own price of a fixed layout: its shape's model with every decision the layout makes held fixed.
 
 Fixed from the layout (`formulation.build.LAYOUT_DECISIONS`): the schedule option and DP variant (the only choices
-the model is built with), layers n[j], stage cells x[j,k] and holders y[j,k], pipeline flows f[b,k,k'] (each route's
-pipelines / EP, boundary by boundary, and from its last building back to its first for interleaving's wrap) with
-their crossings h, and each link's transport z. What is left free is what the model derives (times, loads, the
-price line each load is charged at), so the minimum T is the iteration time the optimiser would have predicted had it
-chosen this layout: set beside the replay, it shows whether the optimiser ranks the layout as the verifier does.
+the model is built with), layers n[j] (and each stage's MoE layers at the layout's own count), stage cells x[j,k]
+and holders y[j,k], pipeline flows f[b,k,k'] (each route's pipelines / EP, boundary by boundary, and from its last
+building back to its first for interleaving's wrap) with their crossings h, and each link's transport z. What is
+left free is what the model derives (times, loads, the price line each load is charged at), so the minimum T is the
+iteration time the optimiser would have predicted had it chosen this layout: set beside the replay, it shows whether
+the optimiser ranks the layout as the verifier does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import Counter
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.layer_kinds import moe_layers_per_rank
 from scaleacross_milp.costmodel.schedule import ScheduleOption, overlaps_ep
 from scaleacross_milp.milp.context import ShapeContext, shape_context
 from scaleacross_milp.milp.formulation.build import build_model
@@ -68,6 +70,12 @@ def fixed_layout_model(instance: Instance, layout: Layout,
             cells = stage.cells_per_building.get(k, 0)
             m.x[stage.stage, k].fix(cells)
             m.y[stage.stage, k].fix(1 if cells else 0)
+    if hasattr(m, "moe_layers"):  # the layout's own MoE layers in place of the most a stage of its size may hold
+        m.moe_layers_rows.deactivate()
+        layers = [stage.layers for stage in sorted(layout.stages, key=lambda stage: stage.stage)]
+        counts = moe_layers_per_rank(instance.model_spec, layers, ctx.options[0].stage_map(layout.shape.pp))
+        for j, count in enumerate(counts):
+            m.moe_layers[j].fix(count)
     flows = layout_flows(layout, wraps=(layout.shape.pp - 1) in m.B)
     for b, k, k2 in m.f:
         m.f[b, k, k2].fix(flows.get((b, k, k2), 0))

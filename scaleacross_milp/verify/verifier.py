@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from scaleacross_milp.costmodel.layer_kinds import mixes_layer_kinds
 from scaleacross_milp.costmodel.price import iteration_cost, priced
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import Instance
@@ -31,7 +32,7 @@ from scaleacross_milp.spec.plan import Effect, Layout, LinkLoad, Plan, Verificat
 from scaleacross_milp.spec.search import Schedule
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.replay import FULL, Level, ReplayResult, replay
-from scaleacross_milp.verify.workload import Workload, build_workload, mixes_layer_kinds
+from scaleacross_milp.verify.workload import Workload, build_workload
 
 TOLERANCE = 0.10
 """|residual| <= 10 % of the prediction. What both sides model alike still differs by: the cross-building DP
@@ -102,7 +103,7 @@ def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> 
     model with one kind of layer (the same workload; the replay is deterministic); D2 is D1 when no pattern
     changes building (no send crosses one) or the MILP prices the schedule's steady sends (STEADY_PRICED)."""
     resolved, topology = workload.resolved, instance.topology
-    mixed = mixes_layer_kinds(instance)
+    mixed = mixes_layer_kinds(instance.model_spec)
     average = build_workload(instance, resolved, average_layers=True) if mixed else workload
     d1 = replay(average, topology, FULL) if mixed else full
     crosses = any(len(set(pattern.buildings)) > 1 for pattern in resolved.patterns) and (

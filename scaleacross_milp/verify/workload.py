@@ -40,6 +40,7 @@ from scaleacross_milp.costmodel.dp import (
     params_gathered_at_end,
     params_gathered_bucketwise,
 )
+from scaleacross_milp.costmodel.layer_kinds import chunk_layers, kind_costs, mixes_layer_kinds
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 from scaleacross_milp.verify.layout import ResolvedLayout
@@ -129,24 +130,13 @@ def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
                    a.backward_weight_s + b.backward_weight_s)
 
 
-def mixes_layer_kinds(instance: Instance) -> bool:
-    """True when the model has both dense and MoE layers (only then do its stages differ from the average)."""
-    model = instance.model_spec
-    return model.moe is not None and len(model.moe_layer_indices()) not in (0, model.layers)
-
-
 def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: ShapeCosts,
                 average_layers: bool) -> dict[bool, ShapeCosts]:
     """is-MoE -> the cost table of that kind of layer (the average table for a model with one kind)."""
-    model = instance.model_spec
-    if average_layers or not mixes_layer_kinds(instance):
+    if average_layers or not mixes_layer_kinds(instance.model_spec):
         return {False: average, True: average}
-
-    def pure(layers: list[int]) -> ShapeCosts:
-        spec = model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
-        return build_shape_costs(instance.model_copy(update={"model": spec}), shape, [variant])
-
-    return {False: pure([]), True: pure(list(range(model.layers)))}
+    dense, moe = kind_costs(instance, shape, [variant])
+    return {False: dense, True: moe}
 
 
 def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kinds: list[_LayerKind],
@@ -185,8 +175,7 @@ def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers:
     costs = build_shape_costs(instance, shape, [variant])
     by_kind = _kind_costs(instance, shape, variant, costs, average_layers)
     moe = set(instance.model_spec.moe_layer_indices())
-    chunk_layers = [resolved.stages[actions.rank_of[s]].layers // actions.chunks for s in range(actions.stages)]
-    first_layer = [sum(chunk_layers[:s]) for s in range(actions.stages)]
+    held = chunk_layers([stage.layers for stage in resolved.stages], actions.rank_of)
     training = instance.training
     ranks: dict[tuple[str, int], RankWork] = {}
     for r, placement in enumerate(resolved.stages):
@@ -195,9 +184,8 @@ def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers:
             gpu_type = instance.gpu_types[building.gpu_type]
             stages = {}
             for s in actions.stages_of(r):
-                layers = range(first_layer[s], first_layer[s] + chunk_layers[s])
                 kinds = [_LayerKind(by_kind[i in moe].building(name),
-                                    by_kind[i in moe].grad_bytes_per_layer_per_cell) for i in layers]
+                                    by_kind[i in moe].grad_bytes_per_layer_per_cell) for i in held[s]]
                 stages[s] = _stage_work(resolved, costs, name, kinds, s,
                                         params_gathered_bucketwise(training, variant))
             ranks[name, r] = RankWork(

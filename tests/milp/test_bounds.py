@@ -233,8 +233,7 @@ def test_cycle_floor_counts_the_first_and_last_stages_against_the_fast_capacity(
     layers = instance.model_spec.layers
 
     def stage_s(j: int, k: str, n: int) -> float:
-        per_layer, fixed = ctx.stage_time_terms(j, k, ctx.options[0])
-        return n * per_layer + fixed
+        return n * ctx.gpu(k).layer.total_s + ctx.stage_fixed_s(j, k, ctx.options[0])
 
     best = min(max(stage_s(0, first, n), stage_s(1, last, layers - n))
                for first, last in (("fast", "slow"), ("slow", "fast")) for n in range(1, layers))

@@ -22,17 +22,21 @@ CONVEX = breakpoints(CURVES["convex"], 1, 20, integer=True)
 CONCAVE = breakpoints(CURVES["concave"], 1, 20, integer=True, rel_tol=0.001)
 
 
-def _minimum(curves: list[Curve], x: int, relax_binaries: bool = False, **fixed: int) -> float:
-    """min lhs s.t. the curves' rows, with x fixed (and the named condition binaries fixed)."""
+def _minimum(curves: list[Curve], x: int, relax_binaries: bool = False, extra: float = 0.0, **fixed: int) -> float:
+    """min lhs s.t. the curves' rows, with x fixed (and the named condition binaries fixed); a curve whose
+    extra_most is set adds `extra` (a fixed variable) to its value."""
     m = pyo.ConcreteModel(name="pwl")
     m.x = pyo.Var(domain=pyo.Integers, bounds=(1, 20))
     m.x.fix(x)
     m.lhs = pyo.Var(domain=pyo.NonNegativeReals)
+    m.e = pyo.Var(domain=pyo.NonNegativeReals)
+    m.e.fix(extra)
     m.b = pyo.Var(["a", "b"], domain=pyo.Binary)
     m.one = pyo.Constraint(expr=m.b["a"] + m.b["b"] == 1)
     for name, value in fixed.items():
         m.b[name].fix(value)
-    conditioned = [Curve(c.points, tuple(m.b[b] for b in c.conditions)) for c in curves]
+    conditioned = [Curve(c.points, tuple(m.b[b] for b in c.conditions), m.e if c.extra_most else 0.0, c.extra_most)
+                   for c in curves]
     add_piecewise_lower_bounds(m, "t", m.x, m.lhs, conditioned)
     if relax_binaries:
         for var in m.t_z.values():
@@ -83,3 +87,11 @@ def test_conditions_and_the_choice_free_floor():
 def test_lower_convex_envelope_drops_points_above_the_chords():
     hull = lower_convex_envelope([0, 1, 2, 3, 4], [0, 2, 1, 3, 4])
     assert hull == Breakpoints((0, 2, 4), (0, 1, 4), True)
+
+
+def test_a_curve_carries_its_added_term_only_while_it_applies():
+    # The DP curve of a stage adds what its MoE layers beyond the average share cost (formulation.layer_kinds).
+    curves = [Curve(CONCAVE, ("a",), extra_most=5.0), Curve(CONVEX, ("b",))]
+    for x in (3, 8, 20):
+        assert _minimum(curves, x, extra=2.5, a=1) == pytest.approx(CONCAVE.value_at(x) + 2.5, rel=1e-7)
+        assert _minimum(curves, x, extra=5.0, b=1) == pytest.approx(CONVEX.value_at(x), rel=1e-7)

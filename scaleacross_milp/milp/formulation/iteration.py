@@ -5,12 +5,15 @@ price the shape alike) under variant v with c model chunks per rank (the chosen 
 its layers, f_{g,v,c}(n) = IntraDPSync.stage_s (one collective over each chunk's gradient buffer under DDP /
 fsdp-no-reshard, per layer under FSDP / HSDP), as a piecewise-linear term
 (`piecewise`: affine, LP epigraph or incremental binaries, chosen per curve, one binary system per stage):
-    dpi >= f_{g,v,c}(n[j]) + F_{g,v,o}(j) - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o in O_c} u[o])
+    dpi >= f_{g,v,c}(n[j]) + F_{g,v,o}(j) + d'_{g,v,c} moe_excess[j]
+           - M (1 - H[j,g]) - M (1 - w[v]) - M (1 - sum_{o in O_c} u[o])
     (slowest holder; F: the embedding's own collective on stage 0, the LM head's on the option's head stage
     (`ShapeContext.head_stage`) with one chunk per rank (`_stage_curves`), GPUCosts.embedding_dp / head_dp; O_c
     the options giving one curve)
     H[j,g] >= y[j,k] for the buildings k of group g,  0 <= H <= 1   (H = 1 when a building of group g holds j)
     dpi >= h_j(n[j])    (choice-free floor: the convex envelope of min_{g,v,c} f; every stage is held somewhere)
+(d'_{g,v,c}: what each MoE layer beyond the average share adds, `ShapeContext.dp_sync_excess_s`, a curve's e_c in
+`piecewise`).
 (stage 0's rows bound dpi0 instead, and dpi >= dpi0).
 (a condition is left out when it cannot fail: one price group, one variant, curves equal over chunk counts).
 Per-layer terms that depend on the price group and DP variant (optimizer step o):
@@ -53,8 +56,9 @@ steady order of every schedule each such op follows a fixed kind: fused backward
 after B and B after F, split (ZB-H1, ZB-V) F after W and I after F, so per microbatch rank j loses
     q_{g,v,o} = max(0, a - f) + max(0, a - i - w)  (fused)  or  max(0, a - f) + max(0, a - w)  (split)
 per layer (f, i, w: one layer's F, I, W on GPU type g; a = g[k,v], FSDP / HSDP only), and
-    gather_wait[j] >= q_{g,v,o} n[j] - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o]),   cycle >= Cst[j] + gather_wait[j]
-(rows gather_wait_bound, gather_wait_cycle).
+    gather_wait[j] >= q_{g,v,o} n[j] + q'_{g,v,o} moe_excess[j] - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o]),
+    cycle >= Cst[j] + gather_wait[j]      (rows gather_wait_bound, gather_wait_cycle)
+(q': an MoE layer's q beyond a dense one's, `layer_kinds`; so in every per-layer term below).
 Parameters a stage holds in another building cross the link before every F and I / B (FSDP, `traffic`: gxt[a], the
 link time of one microbatch's gathers on arc a, both passes). Such a gather is issued once the rank's op of the same
 kind for the previous microbatch has finished (the op two before) and nothing queues it behind the other gathers, so
@@ -76,17 +80,20 @@ from collections.abc import Callable
 import pyomo.environ as pyo
 
 from scaleacross_milp.calibration.piecewise import Breakpoints
-from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts
+from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts
 from scaleacross_milp.costmodel.dp import grad_reduce_overlaps, params_gathered_at_end, start_gather_terms
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.formulation.layer_kinds import excess_s, excess_terms
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
 from scaleacross_milp.milp.volumes import gather_passes
 from scaleacross_milp.spec.search import Schedule
 
 Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
+LayerCost = Callable[[GPUCosts, DPVariant], float]
+"""A per-layer quantity read from a building's cost table under a DP variant."""
 
 
 def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, building: str, cost: Cost,
@@ -109,20 +116,25 @@ def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, building: str,
     return terms
 
 
-def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: dict, cost: Cost,
+def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: LayerCost, cost: Cost,
                     head_where: Callable[[ScheduleOption], bool] | None = None,
                     head_start: Callable[[int], object] | None = None, per_stage: dict | None = None,
                     at_end: list[bool] | None = None) -> None:
-    """Add var `name` >= n[j] * per_layer[price group, variant] + per_stage[price group, variant] + the fixed
-    parameters' `cost` (`_fixed_terms`) - head_start(j) over every held (j, k) and the chosen variant (head_start: an
+    """Add var `name` >= n[j] per_layer(average layer) + moe_excess[j] (per_layer(MoE) - per_layer(dense))
+    (`layer_kinds`) + per_stage[price group, variant] + the fixed parameters' `cost` (`_fixed_terms`) - head_start(j)
+    over every held (j, k) and the chosen variant, per_layer read from building k's cost tables (head_start: an
     expression >= 0, none by default; per_stage: 0 by default); when every price group gives the same numbers, the
     rows of one building without the holding condition. A variant flagged in `at_end` has no head start and
     counts the head under every option (its term runs after the step, not before the first forward)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     groups = [ctx.gpu(key) for key in ctx.price_groups]
+    layer = {(g, v): per_layer(ctx.gpu(g), var) for g in ctx.price_groups for v, var in enumerate(ctx.variants)}
+    excess = {(g, v): ctx.moe_excess(lambda costs, g=g, var=var: per_layer(costs.building(g), var))
+              for g in ctx.price_groups for v, var in enumerate(ctx.variants)}
     fixed_most = max(max(cost(g.embedding_dp).values(), default=0.0) + max(cost(g.head_dp).values(), default=0.0)
                      for g in groups)
-    big = most * max(per_layer.values(), default=0.0) + max((per_stage or {0: 0.0}).values()) + fixed_most
+    big = (most * max(layer[key] + excess[key] for key in layer) + max((per_stage or {0: 0.0}).values())
+           + fixed_most)
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
     variants = list(m.V)
@@ -130,7 +142,8 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
 
     def numbers(g: str) -> tuple:
         gpu = ctx.gpu(g)
-        return (tuple(per_layer[g, v] for v in variants), tuple((per_stage or {}).get((g, v), 0.0) for v in variants),
+        return (tuple(layer[g, v] for v in variants), tuple(excess[g, v] for v in variants),
+                tuple((per_stage or {}).get((g, v), 0.0) for v in variants),
                 tuple(cost(gpu.embedding_dp).values()), tuple(cost(gpu.head_dp).values()))
 
     # every group prices this term alike (the optimizer step reads the GPU type only): one row set, no big-M
@@ -140,14 +153,16 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
         start = None if head_start is None else head_start(j)
         for k in (ctx.buildings[:1] if alike else m.K):
             lhs = var if alike else var + big * (1 - m.y[j, k])
-            coeffs = [per_layer[ctx.price_group[k], v] for v in variants]
-            terms = [(coeffs, m.n[j]), *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
+            group = ctx.price_group[k]
+            terms = [([layer[group, v] for v in variants], m.n[j]),
+                     *excess_terms(m, j, [excess[group, v] for v in variants]),
+                     *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
             if start is not None:
                 terms.append((started, start))
-            constant = None if per_stage is None else [per_stage[ctx.price_group[k], v] for v in variants]
+            constant = None if per_stage is None else [per_stage[group, v] for v in variants]
             rows += choice_lower_bounds(lhs, terms, m.w, variants, big, constant)
         if not alike:
-            rows.append(var + (0.0 if start is None else start) >= min(per_layer.values()) * m.n[j])
+            rows.append(var + (0.0 if start is None else start) >= min(layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 
@@ -176,6 +191,7 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring), and
     dpi0 >= stage 0's; with several price groups (`ShapeContext.price_groups`), each group's curves hold when the
     stage has cells there: dpi_held[j, g] >= y[j, k] for k in g (rows dpi_held_bound)."""
+    most_excess = ctx.instance.model_spec.layers - ctx.shape.pp + 1  # moe_excess[j] <= n[j] at its least
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi0 = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi_first = pyo.Constraint(expr=m.dpi >= m.dpi0)
@@ -193,7 +209,9 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
                 chosen = [m.w[v]] if len(m.V) > 1 else []
                 for options, points in _stage_curves(ctx, g, variant, j):
                     schedule = [] if options is None else [sum(m.u[o] for o in options)]
-                    curves.append(Curve(points, (*held, *chosen, *schedule)))
+                    excess = ctx.dp_sync_excess_s(g, variant, ctx.options[options[0] if options else 0].chunks)
+                    curves.append(Curve(points, (*held, *chosen, *schedule), excess_s(m, j, excess),
+                                        excess * most_excess))
         add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi, curves)
 
 
@@ -238,11 +256,11 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.dp_exposed_start = pyo.Constraint(expr=m.dp_exposed >= m.dp_end + m.first_gather - m.gather0)
 
 
-def gather_wait_per_layer(ctx: ShapeContext, building: str, variant: DPVariant, option: ScheduleOption) -> float:
-    """q_{g,v,o}: seconds per layer per microbatch a rank waits on re-gathers the op before cannot hide (docstring)."""
+def gather_wait_per_layer(gpu: GPUCosts, variant: DPVariant, option: ScheduleOption) -> float:
+    """q_{g,v,o}: seconds per layer per microbatch a rank waits on re-gathers the op before cannot hide (docstring),
+    on a building's cost table `gpu`."""
     if gather_passes(variant.mode) < 2:
         return 0.0
-    gpu = ctx.gpu(building)
     a, layer = gpu.gather_s_per_layer[variant], gpu.layer
     f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
     before_backward = w if option.schedule in (Schedule.zb_h1, Schedule.zb_v) else i + w
@@ -251,20 +269,22 @@ def gather_wait_per_layer(ctx: ShapeContext, building: str, variant: DPVariant, 
 
 def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Vars gather_wait[j] and the rows gather_wait_bound, gather_wait_cycle (module docstring)."""
-    q = {(k, v, o): gather_wait_per_layer(ctx, k, ctx.variants[v], ctx.options[o])
+    q = {(k, v, o): gather_wait_per_layer(ctx.gpu(k), ctx.variants[v], ctx.options[o])
          for k in m.K for v in m.V for o in m.O}
-    if not any(q.values()):
+    excess = {(k, v, o): ctx.moe_excess(lambda costs, k=k, v=v, o=o: gather_wait_per_layer(
+        costs.building(k), ctx.variants[v], ctx.options[o])) for k, v, o in q}
+    if not any(q.values()) and not any(excess.values()):
         return
-    big = (ctx.instance.model_spec.layers - ctx.shape.pp + 1) * max(q.values())
+    big = (ctx.instance.model_spec.layers - ctx.shape.pp + 1) * max(q[key] + excess[key] for key in q)
     m.gather_wait = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     rows = []
     for j in m.J:
         for (k, v, o), per_layer in q.items():
-            if per_layer <= 0:
+            if per_layer <= 0 and excess[k, v, o] <= 0:
                 continue
             off = (0 if ctx.homogeneous else 1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0) + (
                 1 - m.u[o] if len(m.O) > 1 else 0)
-            rows.append(m.gather_wait[j] >= per_layer * m.n[j] - big * off)
+            rows.append(m.gather_wait[j] >= per_layer * m.n[j] + excess_s(m, j, excess[k, v, o]) - big * off)
     add_rows(m, "gather_wait_bound", rows)
     m.gather_wait_cycle = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j] + m.gather_wait[j])
 
@@ -317,15 +337,10 @@ def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[st
 
 
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    groups = {key: ctx.gpu(key) for key in ctx.price_groups}
     add_intra_dp_sync(m, ctx)
-    _slowest_holder(m, ctx, "opt", {
-        (g, v): gpu.optimizer_s_per_layer[var] for g, gpu in groups.items() for v, var in enumerate(ctx.variants)
-    }, lambda fixed: fixed.optimizer_s)
-    _slowest_holder(m, ctx, "gather", {
-        (g, v): gather_passes(var.mode) * gpu.gather_s_per_layer[var]
-        for g, gpu in groups.items() for v, var in enumerate(ctx.variants)
-    }, lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
+    _slowest_holder(m, ctx, "opt", lambda gpu, var: gpu.optimizer_s_per_layer[var], lambda fixed: fixed.optimizer_s)
+    _slowest_holder(m, ctx, "gather", lambda gpu, var: gather_passes(var.mode) * gpu.gather_s_per_layer[var],
+                    lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
     add_gather_waits(m, ctx)
     add_cross_gather_waits(m, ctx)
@@ -334,12 +349,15 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     training = ctx.instance.training
-    terms = {(g, v): start_gather_terms(training, var, gpu.gather_s_per_layer[var], gpu.layer.forward_s)
-             for g, gpu in groups.items() for v, var in enumerate(ctx.variants)}
-    _slowest_holder(m, ctx, "gather0", {key: per_layer for key, (per_layer, _) in terms.items()},
+
+    def start_terms(gpu: GPUCosts, var: DPVariant) -> tuple[float, float]:
+        return start_gather_terms(training, var, gpu.gather_s_per_layer[var], gpu.layer.forward_s)
+
+    _slowest_holder(m, ctx, "gather0", lambda gpu, var: start_terms(gpu, var)[0],
                     lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
                     head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0),
-                    per_stage={key: constant for key, (_, constant) in terms.items()},
+                    per_stage={(g, v): start_terms(ctx.gpu(g), var)[1]
+                               for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
                     at_end=[params_gathered_at_end(training, var) for var in ctx.variants])
     add_dp_overlap(m, ctx)
     m.T = pyo.Var(domain=pyo.NonNegativeReals)

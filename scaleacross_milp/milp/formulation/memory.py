@@ -1,9 +1,12 @@
 """Per-GPU memory: activations in flight under the schedule plus states under the DP variant fit in HBM.
 
-    act[j]   >= n[j] a inflight_o(j) - M (1 - u[o])           a: activation GB per layer per microbatch
-    state[j] >= n[j] s_v + f_v(j) + l_v H[j] - M (1 - w[v])   s_v: weights+grads+optimizer GB per layer, f_v(j)
-                                                              FSDP buffers + embedding (stage 0), l_v the LM head
-                                                              and logits on the stage H[j] of `chosen` runs it on
+    act[j]   >= (n[j] a + moe_excess[j] a') inflight_o(j) - M (1 - u[o])     a: activation GB per layer per
+                                                              microbatch
+    state[j] >= n[j] s_v + moe_excess[j] s'_v + f_v(j) + l_v H[j] - M (1 - w[v])   s_v: weights+grads+optimizer GB
+                                                              per layer, f_v(j) FSDP buffers + embedding (stage 0),
+                                                              l_v the LM head and logits on the stage H[j] of
+                                                              `chosen` runs it on
+(a', s'_v: what an MoE layer holds beyond a dense one, times its MoE layers beyond the average share, `layer_kinds`)
     act[j] + state[j] <= HBM_k + M (1 - y[j,k])                for every building k that may hold stage j
 """
 
@@ -14,6 +17,7 @@ import pyomo.environ as pyo
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.formulation.layer_kinds import excess_terms
 
 GB = 1e9
 
@@ -32,11 +36,15 @@ def add_memory(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     p, mb, costs = ctx.shape.pp, ctx.shape.microbatches, ctx.costs
     most = ctx.instance.model_spec.layers - p + 1
     act = costs.activation_bytes_per_layer / GB
+    act_excess = ctx.moe_excess(lambda kind: kind.activation_bytes_per_layer) / GB
     inflight = {(o, j): opt.inflight_microbatches(p, j, mb) for o, opt in enumerate(ctx.options) for j in range(p)}
     state = {v: costs.layer_state_bytes[var] / GB for v, var in enumerate(ctx.variants)}
-    act_max = most * act * max(inflight.values())
+    state_excess = {v: ctx.moe_excess(lambda kind, var=var: kind.layer_state_bytes[var]) / GB
+                    for v, var in enumerate(ctx.variants)}
+    act_max = most * (act + act_excess) * max(inflight.values())
     head = [costs.last_stage_fixed_bytes[var] / GB for var in ctx.variants]
-    state_max = max(most * state[v] + fixed_state_gb(ctx, j, v) + head[v] for v in m.V for j in m.J)
+    state_max = max(most * (state[v] + state_excess[v]) + fixed_state_gb(ctx, j, v) + head[v]
+                    for v in m.V for j in m.J)
 
     m.act = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     m.state = pyo.Var(m.J, domain=pyo.NonNegativeReals)
@@ -44,8 +52,10 @@ def add_memory(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     rows = []
     for j in m.J:
         per_option = [act * inflight[o, j] for o in options]
-        rows += choice_lower_bounds(m.act[j], [(per_option, m.n[j])], m.u, options, act_max)
-        terms = [([state[v] for v in variants], m.n[j])]
+        rows += choice_lower_bounds(m.act[j], [(per_option, m.n[j]),
+                                               *excess_terms(m, j, [act_excess * inflight[o, j] for o in options])],
+                                    m.u, options, act_max)
+        terms = [([state[v] for v in variants], m.n[j]), *excess_terms(m, j, [state_excess[v] for v in variants])]
         if ctx.head_options(j):
             terms.append((head, head_on(m, ctx, j)))
         rows += choice_lower_bounds(m.state[j], terms, m.w, variants, state_max,

@@ -1,8 +1,9 @@
 """Piecewise-linear lower bounds lhs >= f_c(x) for curves c given by breakpoints (HiGHS has no SOS constraints).
 
-A curve applies when every condition b in [0, 1] it carries is 1; M_c = max_i f_c(x_i) (lhs >= 0, and
-the interpolant never exceeds its largest breakpoint value on [x_0, x_S], the range x must stay in) relaxes it:
-    R_c = M_c sum_b (1 - b)
+A curve applies when every condition b in [0, 1] it carries is 1, and may carry a term e_c >= 0 added to it (linear
+in other variables, at most E_c); M_c = max_i f_c(x_i) + E_c (lhs >= 0, and the interpolant never exceeds its
+largest breakpoint value on [x_0, x_S], the range x must stay in) relaxes it:
+    R_c = M_c sum_b (1 - b),   and every row below reads f_c(x) + e_c for f_c(x)
 Each curve's formulation is chosen from its breakpoints (`formulation`):
     affine (one segment)     lhs + R_c >= a + s x
     convex (slopes rise)     lhs + R_c >= a_i + s_i x           for every segment i (LP epigraph: the max of the
@@ -41,13 +42,17 @@ class Curve:
 
     points: Breakpoints
     conditions: tuple = ()
+    extra: object = 0.0
+    """e_c: an expression >= 0 added to the curve's value."""
+    extra_most: float = 0.0
+    """E_c: the most `extra` reaches at a point the relaxed row must admit."""
 
     def at(self, grid: Sequence[float]) -> list[float]:
         return [self.points.value_at(u) for u in grid]
 
     def relaxation(self):
-        """R_c = M_c sum_b (1 - b)."""
-        return max(self.points.y) * sum(1 - b for b in self.conditions)
+        """R_c = M_c sum_b (1 - b), less e_c (the rows read lhs + R_c >= f_c(x) + e_c)."""
+        return (max(self.points.y) + self.extra_most) * sum(1 - b for b in self.conditions) - self.extra
 
 
 def formulation(points: Breakpoints) -> Formulation:
@@ -91,7 +96,7 @@ def add_piecewise_lower_bounds(m: pyo.ConcreteModel, name: str, x, lhs, curves: 
         lowest = [min(values) for values in zip(*(c.at(grid) for c in curves), strict=True)]
         floor = lower_convex_envelope(grid, lowest)
         rows += _epigraph_rows(lhs, x, floor)
-        curves = [c for c in curves if not _same(c.at(grid), [floor.value_at(u) for u in grid])]
+        curves = [c for c in curves if not (_same(c.at(grid), [floor.value_at(u) for u in grid]) and c.extra_most == 0)]
     incremental = [c for c in curves if formulation(c.points) == "incremental"]
     for c in curves:
         if formulation(c.points) != "incremental":

@@ -1,7 +1,8 @@
 """Pipeline timing: stage times, the steady-state cycle, crossing latency and the pipeline's makespan.
 
-Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + sum_o e[j,k,o] u[o]  (tau_k: one layer's
-forward + backward on that GPU type incl. TP/CP/EP communication; e[j,k,o]: under schedule option o, the
+Per microbatch, stage j in building k takes  C[j,k] = n[j] tau_k + x_k moe_excess[j] + sum_o e[j,k,o] u[o]  (tau_k:
+one average layer's forward + backward on that GPU type incl. TP/CP/EP communication; x_k moe_excess[j]: its MoE
+layers beyond the average share, `layer_kinds`; e[j,k,o]: under schedule option o, the
 intra-building sends rank j makes, the embedding on stage 0 and the LM head on the stage o runs it on,
 `ShapeContext.stage_fixed_s`; `chosen.chosen_value`).
     Cst[j]  >= C[j,k] - M (1 - y[j,k])                        slowest copy of stage j
@@ -88,6 +89,7 @@ from scaleacross_milp.costmodel.stream_paths import CriticalPath, stream_paths
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import chosen_value
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.formulation.layer_kinds import excess_s, excess_terms
 from scaleacross_milp.milp.formulation.traffic import add_line_choices, line_rows
 from scaleacross_milp.spec.search import Schedule
 
@@ -112,7 +114,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     def stage_rule(m, j, k):
         fixed = chosen_value(m, [ctx.stage_fixed_s(j, k, o) for o in ctx.options])
         relax = 0 if ctx.homogeneous else stage_max(j, k) * (1 - m.y[j, k])
-        return m.Cst[j] >= ctx.gpu(k).layer.total_s * m.n[j] + fixed - relax
+        return m.Cst[j] >= ctx.gpu(k).layer.total_s * m.n[j] + excess_s(m, j, ctx.moe_layer_s(k)) + fixed - relax
 
     m.stage_time = pyo.Constraint(m.J, m.K, rule=stage_rule)
     if not ctx.homogeneous:
@@ -175,20 +177,23 @@ def add_ep_unpaired(m: pyo.ConcreteModel, ctx: ShapeContext, options: list[int])
     Training.overlap_moe_expert_parallel_comm the layer times are the merged pairs', and the ops outside them expose
     what a pair hides, h_k per layer on building k's GPUs (GPUCosts.ep_hidden), U_o of a stage's h per microbatch on
     the makespan (`ScheduleOption.unpaired_pairs`):
-        ep_unpaired >= U_o h_k n[j] - M (1 - y[j,k]) - M (1 - u[o])      (M (1 - y) only when GPU types differ)"""
+        ep_unpaired >= U_o (h_k n[j] + h'_k moe_excess[j]) - M (1 - y[j,k]) - M (1 - u[o])
+    (M (1 - y) only when GPU types differ; h'_k: an MoE layer's h beyond a dense one's, `layer_kinds`)"""
     hidden = {k: ctx.gpu(k).ep_hidden.total_s for k in ctx.buildings}
     if not any(hidden.values()):
         return 0.0
+    hidden_excess = {k: ctx.moe_excess(lambda costs, k=k: costs.building(k).ep_hidden.total_s) for k in ctx.buildings}
     p, most = ctx.shape.pp, ctx.instance.model_spec.layers - ctx.shape.pp + 1
     share = [ctx.options[o].unpaired_pairs(p) for o in options]
-    big = most * max(share) * max(hidden.values())
+    big = most * max(share) * max(hidden[k] + hidden_excess[k] for k in ctx.buildings)
     m.ep_unpaired = pyo.Var(domain=pyo.NonNegativeReals)
     rows = []
     for j in m.J:
         for k in ctx.buildings[:1] if ctx.homogeneous else ctx.buildings:
             relax = 0 if ctx.homogeneous else big * (1 - m.y[j, k])
-            rows += choice_lower_bounds(m.ep_unpaired + relax, [([u * hidden[k] for u in share], m.n[j])], m.u,
-                                        options, big)
+            terms = [([u * hidden[k] for u in share], m.n[j]),
+                     *excess_terms(m, j, [u * hidden_excess[k] for u in share])]
+            rows += choice_lower_bounds(m.ep_unpaired + relax, terms, m.u, options, big)
     add_rows(m, "ep_unpaired_bound", rows)
     return m.ep_unpaired
 

@@ -59,6 +59,7 @@ import pyomo.environ as pyo
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import straddle_share
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
+from scaleacross_milp.milp.formulation.layer_kinds import excess_terms
 from scaleacross_milp.milp.volumes import (
     GB,
     cross_phases,
@@ -340,9 +341,10 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     model chunks per rank), for every stage j f covers (`DP_UNITS`) that some building holds only part of
     (split[j] = 1), and their upper bounds:
         split[j] >= y[j,k] - x[j,k] / D                                                         (split_def)
-        dp_unit[f] >= (U_{f,v} / D) (g n[j] / c_f,v + e_j) - M (1 - w[v]) - M (1 - split[j]) - M (1 - U_c)
-                                                                                                (dp_unit_def)
-    (U_{f,v}: f's volume under v; g n[j] + e_j: stage j's gradient GB per cell, `volumes.stage_grad_gb`; M: the
+        dp_unit[f] >= (U_{f,v} / D) ((g n[j] + g' moe_excess[j]) / c_f,v + e_j) - M (1 - w[v]) - M (1 - split[j])
+                      - M (1 - U_c)                                                             (dp_unit_def)
+    (U_{f,v}: f's volume under v; g n[j] + e_j: stage j's gradient GB per cell, `volumes.stage_grad_gb`, and g' what
+    an MoE layer holds beyond a dense one, `layer_kinds`; M: the
     largest U_f / D times the most a stage holds). A unit is one stage cell's exchange: at most (G_v + Q_v) / D of
     the stage's state (`volumes.pipeline_unit_gb`). The replay syncs each model chunk's state apart at the end of the
     step, as the chunk's last backward ends, and those transfers run on the link together, so a unit of the end
@@ -357,7 +359,8 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     the loads the gathers join)."""
     cells = ctx.shape.cells_per_stage
     g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
-    stage_gb_most = g * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
+    g_excess = ctx.moe_excess(lambda kind: kind.grad_bytes_per_layer_per_cell) / GB
+    stage_gb_most = (g + g_excess) * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
     shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in DP_UNITS}
     groups = shard_group_cells(ctx)
     straddling = {f: [shares[f][v] + 2 * (groups[v] - 1) / groups[v] * straddle_unit_volume(ctx, f) / cells
@@ -377,8 +380,10 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
                 for c in chunks if any(apart[f]) else [1]:
                     chosen = sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == c) \
                         if any(apart[f]) and len(chunks) > 1 else 1
-                    per_layer = [coeffs[f][v] * g / (c if apart[f][v] else 1) for v in m.V]
-                    out += choice_lower_bounds(m.dp_unit[f] + most[f] * (2 - held[j] - chosen), [(per_layer, m.n[j])],
+                    per_layer = [coeffs[f][v] / (c if apart[f][v] else 1) for v in m.V]
+                    terms = [([u * g for u in per_layer], m.n[j]),
+                             *excess_terms(m, j, [u * g_excess for u in per_layer])]
+                    out += choice_lower_bounds(m.dp_unit[f] + most[f] * (2 - held[j] - chosen), terms,
                                                m.w, list(m.V), most[f],
                                                [coeffs[f][v] * fixed_grad_gb(ctx, j) for v in m.V])
         return out

@@ -1,0 +1,78 @@
+"""Dense and MoE layers: which layers each pipeline stage holds, how many of them are MoE, and each kind's costs.
+
+A rank's n layers are split into its c chunks of n / c layers each; virtual stage s takes the next n_rank(s) / c
+layers in virtual-stage order (`chunk_layers`; the verifier replays exactly this). The cost tables price the average
+layer, a share s of an MoE layer and 1 - s of a dense one; a stage holding more MoE layers than s n is dearer in
+every term that follows its parameters (DP traffic, gathers, the optimizer step, memory) and its EP all-to-alls, by
+up to 14x a dense layer's parameters per extra MoE layer (Llama 4 Maverick's 128 experts). The MILP therefore prices
+each stage's MoE layers beyond s n (`milp.formulation.layer_kinds`), from each kind's own cost table (`kind_costs`).
+`MoEPattern` says how many MoE layers w consecutive layers can hold, and how many the first N layers hold.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scaleacross_milp.costmodel.build import build_shape_costs
+from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
+from scaleacross_milp.spec.instance import Instance
+from scaleacross_milp.spec.model import ModelSpec
+from scaleacross_milp.spec.plan import Shape
+
+
+def chunk_layers(layers_per_rank: Sequence[int], stage_map: Sequence[int]) -> list[range]:
+    """The layer indices of each virtual stage s (on rank stage_map[s]), its rank's layers split evenly over the
+    rank's chunks, in virtual-stage order."""
+    chunks = len(stage_map) // len(layers_per_rank)
+    sizes = [layers_per_rank[rank] // chunks for rank in stage_map]
+    starts = [0, *itertools.accumulate(sizes)]
+    return [range(start, start + size) for start, size in zip(starts, sizes, strict=False)]
+
+
+def moe_layers_per_rank(model: ModelSpec, layers_per_rank: Sequence[int], stage_map: Sequence[int]) -> list[int]:
+    """MoE layers each rank holds under `chunk_layers`."""
+    moe = set(model.moe_layer_indices())
+    counts = [0] * len(layers_per_rank)
+    for rank, layers in zip(stage_map, chunk_layers(layers_per_rank, stage_map), strict=True):
+        counts[rank] += sum(i in moe for i in layers)
+    return counts
+
+
+def mixes_layer_kinds(model: ModelSpec) -> bool:
+    """True when the model has both dense and MoE layers (only then do its stages differ from the average)."""
+    return model.moe is not None and len(model.moe_layer_indices()) not in (0, model.layers)
+
+
+@dataclass(frozen=True)
+class MoEPattern:
+    """The MoE layers of a model with both kinds: at most one in any `interval` k consecutive layers (k the least
+    gap between two), a `share` s of all layers; `periodic` when they are exactly layers k - 1, 2k - 1, ..., so that
+    the first N layers hold floor(N / k) of them."""
+
+    interval: int
+    share: float
+    periodic: bool
+
+
+def moe_pattern(model: ModelSpec) -> MoEPattern | None:
+    """The model's MoEPattern when it mixes kinds (w consecutive layers hold at most ceil(w / k) MoE layers);
+    None for a model with one kind of layer."""
+    if not mixes_layer_kinds(model):
+        return None
+    indices = model.moe_layer_indices()
+    gap = min((b - a for a, b in itertools.pairwise(indices)), default=model.layers)
+    periodic = indices == list(range(gap - 1, model.layers, gap))
+    return MoEPattern(gap, len(indices) / model.layers, periodic)
+
+
+def kind_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> tuple[ShapeCosts, ShapeCosts]:
+    """(dense, MoE): `shape` priced as if every layer were dense, and as if every layer were MoE."""
+    model = instance.model_spec
+
+    def pure(layers: list[int]) -> ShapeCosts:
+        spec = model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
+        return build_shape_costs(instance.model_copy(update={"model": spec}), shape, variants)
+
+    return pure([]), pure(list(range(model.layers)))
