@@ -6,7 +6,7 @@ layer, a share s of an MoE layer and 1 - s of a dense one; a stage holding more 
 every term that follows its parameters (DP traffic, gathers, the optimizer step, memory) and its EP all-to-alls, by
 up to 14x a dense layer's parameters per extra MoE layer (Llama 4 Maverick's 128 experts). The MILP therefore prices
 each stage's MoE layers beyond s n (`milp.formulation.layer_kinds`), from each kind's own cost table (`kind_costs`).
-`MoEPattern` says how many MoE layers w consecutive layers can hold, and how many the first N layers hold.
+`MoEPattern` says how many MoE layers w consecutive layers can hold at most.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
 from scaleacross_milp.spec.instance import Instance
@@ -48,12 +49,10 @@ def mixes_layer_kinds(model: ModelSpec) -> bool:
 @dataclass(frozen=True)
 class MoEPattern:
     """The MoE layers of a model with both kinds: at most one in any `interval` k consecutive layers (k the least
-    gap between two), a `share` s of all layers; `periodic` when they are exactly layers k - 1, 2k - 1, ..., so that
-    the first N layers hold floor(N / k) of them."""
+    gap between two), a `share` s of all layers."""
 
     interval: int
     share: float
-    periodic: bool
 
 
 def moe_pattern(model: ModelSpec) -> MoEPattern | None:
@@ -63,8 +62,7 @@ def moe_pattern(model: ModelSpec) -> MoEPattern | None:
         return None
     indices = model.moe_layer_indices()
     gap = min((b - a for a, b in itertools.pairwise(indices)), default=model.layers)
-    periodic = indices == list(range(gap - 1, model.layers, gap))
-    return MoEPattern(gap, len(indices) / model.layers, periodic)
+    return MoEPattern(gap, len(indices) / model.layers)
 
 
 def kind_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> tuple[ShapeCosts, ShapeCosts]:
@@ -76,3 +74,24 @@ def kind_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> t
         return build_shape_costs(instance.model_copy(update={"model": spec}), shape, variants)
 
     return pure([]), pure(list(range(model.layers)))
+
+
+def stage_bytes_held(instance: Instance, costs: ShapeCosts, variant: DPVariant, layers_per_rank: Sequence[int],
+                     stage_map: Sequence[int], inflight: Sequence[float]) -> list[float]:
+    """Per-GPU bytes of each rank holding `layers_per_rank` (`memory.stage_bytes` at the average layer, the LM head
+    on the rank of the last virtual stage), with its own MoE layers e for a model that mixes kinds: plus
+    (e - s n) (b_MoE - b_dense), b = activations x in-flight + states per layer of each kind's table."""
+    head = stage_map[-1]
+    held = [memory.stage_bytes(costs, variant, j, n, inflight[j], head) for j, n in enumerate(layers_per_rank)]
+    model = instance.model_spec
+    if not mixes_layer_kinds(model):
+        return held
+    dense, moe = kind_costs(instance, costs.shape, [variant])
+    share = len(model.moe_layer_indices()) / model.layers
+    counts = moe_layers_per_rank(model, layers_per_rank, stage_map)
+
+    def per_layer(table: ShapeCosts, j: int) -> float:
+        return table.activation_bytes_per_layer * inflight[j] + table.layer_state_bytes[variant]
+
+    return [bytes_ + (counts[j] - share * layers_per_rank[j]) * (per_layer(moe, j) - per_layer(dense, j))
+            for j, bytes_ in enumerate(held)]

@@ -28,9 +28,9 @@ import math
 
 import networkx as nx
 
-from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
+from scaleacross_milp.costmodel.layer_kinds import stage_bytes_held
 from scaleacross_milp.costmodel.network import link_efficiency
 from scaleacross_milp.costmodel.price import gpu_hour_usd, held_usd_per_s, priced
 from scaleacross_milp.report.summary import usd
@@ -211,7 +211,7 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
     states sharded, the plan's DP traffic) and FSDP (everything sharded) that fits as the what-if."""
     shape, variant = resolved.layout.shape, resolved.variant
     usable = costs.building(building.name).hbm_usable_bytes
-    least = min(_stage_needs(costs, resolved, variant))
+    least = min(_stage_needs(instance, costs, resolved, variant))
     if least <= usable:
         return None
     idle = IdleGPUs(cause=IdleCause.memory, buildings=[building.name], gpus=building.gpus, detail=(
@@ -220,7 +220,7 @@ def _memory_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts
     for sharded in (DPVariant(DPMode.zero1), DPVariant(DPMode.fsdp)):
         if sharded == variant:
             continue
-        needs = min(_stage_needs(build_shape_costs(instance, shape, [sharded]), resolved, sharded))
+        needs = min(_stage_needs(instance, build_shape_costs(instance, shape, [sharded]), resolved, sharded))
         if needs <= usable:
             return idle, [f"dp_mode {sharded.mode.value} would bring the least stage to {needs / GIB:.1f} GiB per GPU, "
                           f"within {building.name}'s {usable / GIB:.1f} GiB"]
@@ -270,10 +270,10 @@ def _compute_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCost
     return IdleGPUs(cause=IdleCause.compute, buildings=[building.name], gpus=building.gpus, detail=detail)
 
 
-def _stage_needs(costs: ShapeCosts, resolved: ResolvedLayout, variant: DPVariant) -> list[float]:
+def _stage_needs(instance: Instance, costs: ShapeCosts, resolved: ResolvedLayout, variant: DPVariant) -> list[float]:
     inflight = inflight_microbatches(resolved.schedule, resolved.actions)
-    head = resolved.actions.rank_of[-1]
-    return [memory.stage_bytes(costs, variant, j, s.layers, inflight[j], head) for j, s in enumerate(resolved.stages)]
+    return stage_bytes_held(instance, costs, variant, [s.layers for s in resolved.stages],
+                            resolved.actions.rank_of, inflight)
 
 
 def _link_idle(instance: Instance, resolved: ResolvedLayout, costs: ShapeCosts, building: BuildingUse,

@@ -15,10 +15,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.actions import ScheduleActions, build_actions, read_csv
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.layer_kinds import stage_bytes_held
 from scaleacross_milp.costmodel.schedule import ScheduleOption, overlaps_ep
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
@@ -110,7 +110,7 @@ def resolve(instance: Instance, layout: Layout, base_dir: Path = Path()) -> Reso
     for pattern in patterns:
         merged[pattern.buildings] += pattern.pipelines
     patterns = tuple(Pattern(b, n) for b, n in sorted(merged.items()))
-    use = stage_memory(instance, shape, variant, inflight_microbatches(schedule, actions), stages, actions.rank_of[-1])
+    use = stage_memory(instance, shape, variant, inflight_microbatches(schedule, actions), stages, actions.rank_of)
     infeasible = (*_capacity_problems(instance, shape, stages), *_nvlink_problems(instance, shape, stages),
                   *_memory_problems(use))
     return ResolvedLayout(layout, schedule, actions, variant, tuple(stages), patterns, _transports(instance, layout),
@@ -158,13 +158,14 @@ def inflight_microbatches(schedule: Schedule | None, actions: ScheduleActions) -
 
 
 def stage_memory(instance: Instance, shape: Shape, variant: DPVariant, inflight: list[float],
-                 stages: list[StagePlacement], head_stage: int) -> tuple[StageMemoryUse, ...]:
-    """Per stage j and building k holding it: memory.stage_bytes(j, layers_j, inflight_j) against the usable
-    HBM of k's GPU type (the LM head on `head_stage`)."""
+                 stages: list[StagePlacement], stage_map: tuple[int, ...]) -> tuple[StageMemoryUse, ...]:
+    """Per stage j and building k holding it: the bytes its layers, MoE layers counted, and fixed parts take
+    (`costmodel.layer_kinds.stage_bytes_held`, the LM head on the rank of the last virtual stage of `stage_map`)
+    against the usable HBM of k's GPU type."""
     costs = build_shape_costs(instance, shape, [variant])
+    held = stage_bytes_held(instance, costs, variant, [stage.layers for stage in stages], stage_map, inflight)
     rows = []
-    for j, stage in enumerate(stages):
-        needed = memory.stage_bytes(costs, variant, j, stage.layers, inflight[j], head_stage)
+    for j, (stage, needed) in enumerate(zip(stages, held, strict=True)):
         for name in stage.cells_per_building:
             gpu_type = instance.topology.building(name).gpu_type
             rows.append(StageMemoryUse(stage=j, building=name, gpu_type=gpu_type, used_gib=needed / GIB,

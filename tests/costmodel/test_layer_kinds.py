@@ -39,10 +39,10 @@ def test_moe_layers_follow_the_stage_s_position():
     assert moe_layers_per_rank(alternating, [4, 4], v_map(2)) == [2, 2]
 
 
-def test_the_pattern_bounds_any_window_and_says_when_the_count_is_a_floor():
-    assert moe_pattern(_model(moe_layer_interval=2)) == MoEPattern(2, 0.5, True)
-    assert moe_pattern(_model(first_dense_layers=3)) == MoEPattern(1, 5 / 8, False)
-    assert moe_pattern(_model(moe_layers=[0, 3, 5])) == MoEPattern(2, 3 / 8, False)
+def test_the_pattern_bounds_the_moe_layers_of_any_window():
+    assert moe_pattern(_model(moe_layer_interval=2)) == MoEPattern(2, 0.5)
+    assert moe_pattern(_model(first_dense_layers=3)) == MoEPattern(1, 5 / 8)
+    assert moe_pattern(_model(moe_layers=[0, 3, 5])) == MoEPattern(2, 3 / 8)
     assert moe_pattern(_model()) is None  # every layer MoE: one kind
     assert moe_pattern(ModelSpec.model_validate(LLAMA3_8B)) is None
 

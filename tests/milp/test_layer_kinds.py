@@ -55,9 +55,12 @@ def test_stages_holding_more_moe_layers_than_the_average_are_priced_as_the_repla
     assert price_layout(maverick, layout) == pytest.approx(replayed, rel=0.015)
 
 
-def test_with_one_chunk_per_rank_the_search_knows_each_stage_s_moe_layers(maverick):
-    layout = _layout(maverick, "zb-h1", FIVE_LAYER_STAGES)
-    assert _search_price(maverick, layout) == pytest.approx(price_layout(maverick, layout), rel=1e-6)
+def test_the_search_prices_a_stage_at_the_most_moe_layers_its_size_can_hold(maverick):
+    even = _layout(maverick, "zb-h1", [4] * 12)  # every stage holds two of Maverick's alternating MoE layers
+    assert _search_price(maverick, even) == pytest.approx(price_layout(maverick, even), rel=1e-6)
+    # stage 8 (layers 32-36) holds two MoE layers where five layers can hold three: never priced below its own
+    uneven = _layout(maverick, "zb-h1", FIVE_LAYER_STAGES)
+    assert _search_price(maverick, uneven) >= price_layout(maverick, uneven) * (1 - 1e-9)
 
 
 def test_with_two_chunks_per_rank_the_search_prices_the_most_a_stage_can_hold(maverick):
