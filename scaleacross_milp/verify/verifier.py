@@ -9,14 +9,14 @@ Effects the MILP does not linearise, each measured by a replay without it:
   schedule bubble     bubble(A) - beta (sum_j C_j - max_j C_j), beta = costmodel.schedule's coefficient,
                       C_j rank j's work per microbatch (the MILP's fill/drain formula, exact only in steady
                       state, e.g. ZB-V needs m >= 2p - 1)
-and a chain of full replays, each removing one more effect (so these add up):
-  dense / MoE layers  D - D1, D1 = D with every layer priced as the average layer, as the MILP does: a stage's
-                      real layers (DeepSeek-V3: 3 dense, 58 MoE) differ in parameters, hence in DP and gathers
-  steady sends        D1 - D2, D2 = D1 with cross-building sends moving bytes only in fill and drain: neighbours
+and a full replay without one more:
+  steady sends        D - D2, D2 = D with cross-building sends moving bytes only in fill and drain: neighbours
                       across a boundary wait on each other's sends every microbatch; the MILP prices this for GPipe,
                       1F1B, ZB-H1 and ZB-V (STEADY_PRICED; their warm-up and cool-down waits, a few transfers, fall
                       in the residual), so it is measured for interleaved and custom orders
-residual = (verifier - prediction) - effects: what both model and must agree within TOLERANCE.
+residual = (verifier - prediction) - effects: what both model and must agree within TOLERANCE. (Dense and MoE
+layers were an effect, D with every layer at the average one, until the MILP priced each stage's MoE layers,
+`milp.formulation.layer_kinds`.)
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from scaleacross_milp.costmodel.layer_kinds import mixes_layer_kinds
 from scaleacross_milp.costmodel.price import iteration_cost, priced
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.spec.instance import Instance
@@ -47,7 +46,7 @@ generated instances: -5.1 % .. +8.5 % (benchmarks/verify_instances.py)."""
 COMPUTE = Level(sends=False, dp_sync=False, all_gathers=False, optimizer=False)
 SENDS = Level(dp_sync=False, all_gathers=False, optimizer=False)
 STEADY_OFF = Level(steady_transfers=False)
-"""D2's level; the chain D1 (FULL), D2 replays the average layer (workload.build_workload(average_layers=True))."""
+"""D2's level: the full replay without the steady-state cross-building sends."""
 STEADY_PRICED = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.zb_h1, Schedule.zb_v)
 """Schedules whose steady-state cross-building sends the MILP prices (its two-rank chains across a boundary)."""
 
@@ -74,7 +73,7 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
         exposed_dp_s=max(0.0, total - b.makespan_s - optimizer), optimizer_s=optimizer,
     )
     if predicted is not None:
-        runs.update(_effect_runs(instance, workload, runs["D"]))
+        runs.update(_effect_runs(instance, workload))
     effects = _effects(workload, runs) if predicted is not None else []
     difference = total - predicted if predicted is not None else None
     tokens = layout.shape.batch_sequences * instance.training.seq_len
@@ -98,17 +97,13 @@ def verify(instance: Instance, layout: Layout, base_dir: Path = Path(),
     return verification, d
 
 
-def _effect_runs(instance: Instance, workload: Workload, full: ReplayResult) -> dict[str, ReplayResult]:
-    """The replays only the effects need (D1, D2), each reused where it provably equals another: D1 is D for a
-    model with one kind of layer (the same workload; the replay is deterministic); D2 is D1 when no pattern
-    changes building (no send crosses one) or the MILP prices the schedule's steady sends (STEADY_PRICED)."""
-    resolved, topology = workload.resolved, instance.topology
-    mixed = mixes_layer_kinds(instance.model_spec)
-    average = build_workload(instance, resolved, average_layers=True) if mixed else workload
-    d1 = replay(average, topology, FULL) if mixed else full
+def _effect_runs(instance: Instance, workload: Workload) -> dict[str, ReplayResult]:
+    """The replay the steady-sends effect needs (D2), when it can differ from D: some pattern changes building (a
+    send crosses one) and the MILP does not price the schedule's steady sends (STEADY_PRICED)."""
+    resolved = workload.resolved
     crosses = any(len(set(pattern.buildings)) > 1 for pattern in resolved.patterns) and (
         resolved.schedule not in STEADY_PRICED)
-    return {"D1": d1, "D2": replay(average, topology, STEADY_OFF) if crosses else d1}
+    return {"D2": replay(workload, instance.topology, STEADY_OFF)} if crosses else {}
 
 
 def _formula_bubble(workload: Workload) -> float:
@@ -140,18 +135,13 @@ def _effects(workload: Workload, runs: dict[str, ReplayResult]) -> list[Effect]:
                    f"m={resolved.actions.microbatches}) idles {bubble:.4f} s; the steady-state bubble formula "
                    f"gives {formula:.4f} s",
         ))
-    for name, (before, after), detail in (
-        ("dense / MoE layers", ("D", "D1"),
-         "each stage's real dense and MoE layers, priced separately (parameters, hence DP sync and all-gathers, "
-         "differ by kind); the MILP prices every layer as the average one"),
-        ("steady sends", ("D1", "D2"),
-         "neighbours across a building boundary wait on each other's sends every microbatch, so one "
-         "microbatch's cross-building transfer time adds to the cycle there; the MILP prices it in fill and "
-         "drain only"),
-    ):
-        seconds = runs[before].makespan_s - runs[after].makespan_s
-        if seconds > 0:
-            effects.append(Effect(name=name, seconds=seconds, detail=detail))
+    seconds = runs["D"].makespan_s - runs["D2"].makespan_s if "D2" in runs else 0.0
+    if seconds > 0:
+        effects.append(Effect(
+            name="steady sends", seconds=seconds,
+            detail="neighbours across a building boundary wait on each other's sends every microbatch, so one "
+                   "microbatch's cross-building transfer time adds to the cycle there; the MILP prices it in fill "
+                   "and drain only"))
     return effects
 
 

@@ -130,10 +130,9 @@ def _plus(a: OpTimes, b: OpTimes) -> OpTimes:
                    a.backward_weight_s + b.backward_weight_s)
 
 
-def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: ShapeCosts,
-                average_layers: bool) -> dict[bool, ShapeCosts]:
+def _kind_costs(instance: Instance, shape: Shape, variant: DPVariant, average: ShapeCosts) -> dict[bool, ShapeCosts]:
     """is-MoE -> the cost table of that kind of layer (the average table for a model with one kind)."""
-    if average_layers or not mixes_layer_kinds(instance.model_spec):
+    if not mixes_layer_kinds(instance.model_spec):
         return {False: average, True: average}
     dense, moe = kind_costs(instance, shape, [variant])
     return {False: dense, True: moe}
@@ -169,11 +168,11 @@ def _stage_work(resolved: ResolvedLayout, costs: ShapeCosts, building: str, kind
     return StageWork(len(kinds), ops, tp_cp, ep, hidden, gather, wait, grad, dp, optimizer)
 
 
-def build_workload(instance: Instance, resolved: ResolvedLayout, average_layers: bool = False) -> Workload:
-    """Price every rank's chunks; `average_layers` prices every layer as the average one, as the MILP does."""
+def build_workload(instance: Instance, resolved: ResolvedLayout) -> Workload:
+    """Price every rank's chunks, each layer from its own kind's cost table."""
     shape, variant, actions = resolved.layout.shape, resolved.variant, resolved.actions
     costs = build_shape_costs(instance, shape, [variant])
-    by_kind = _kind_costs(instance, shape, variant, costs, average_layers)
+    by_kind = _kind_costs(instance, shape, variant, costs)
     moe = set(instance.model_spec.moe_layer_indices())
     held = chunk_layers([stage.layers for stage in resolved.stages], actions.rank_of)
     training = instance.training
