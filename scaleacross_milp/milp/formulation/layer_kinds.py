@@ -4,17 +4,21 @@ The cost tables price the average layer (a share s MoE); a stage whose n layers 
 per-layer term, its average price plus x (e - s n), x what an MoE layer adds over a dense one to that term
 (`ShapeContext.moe_excess`: compute, EP, DP sync, gathers, optimizer step, memory, DP traffic). The model does not
 place layers by index, so e is the most a stage of its size can hold wherever it sits (`costmodel.layer_kinds.
-MoEPattern`: at most ceil(w / k) in w consecutive layers; a rank of c chunks holds c runs of q[j,c] = n[j] / c):
-    k moe_layers[j] >= n[j]                                            (moe_layers_rows; integer, so ceil)
-    moe_layers[j] >= c moe_chunk[j,c] - L (1 - U_c),   k moe_chunk[j,c] >= q[j,c]    (c > 1 chunks)
+MoEPattern`: at most ceil(w / k) in w consecutive layers); a rank of c chunks holds c runs of n / c layers, so at
+most c ceil(n / g), g = c k:
+    moe_layers[j] >= c ceil(n[j] / g) - L (1 - U_c)                    (moe_layers_rows; U_c the options with c
+                                                                        chunks per rank, 1 for c = 1)
     moe_excess[j] >= moe_layers[j] - s n[j],   moe_excess[j] >= 0      (moe_excess_rows)
-(U_c, q[j,c]: `choices`' layer granularity, U_c the options with c chunks per rank.) Every x is at least 0 and
-moe_excess never below 0, so no stage is priced below its average price and every bound on the average layer
-(`milp.bounds`) stays a bound. Left at the average: the GB a split stage's DP owners share across buildings
-(`traffic`'s n x cells products). A fixed layout's own counts replace the most (`price.fixed_layout_model`). Counting
-each stage's MoE layers exactly from the layers before it (floor(N / k) of the first N for Llama 4's placement) was
-tried and dropped: its integer rows cost the 5 s searches more than the exact counts gained (generated medium seeds
-0, 19, 25 and 35 replayed 2.749, 1.297, 1.656 and 2.260 s against 1.819, 1.183, 1.325 and 2.185 s with the most).
+ceil(n / g) is linear in the bits of n - 1 (`placement`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
+nbit[j,b]) / g + 1; otherwise an integer moe_window[j,c] >= n[j] / g stands for it. (An integer count per stage,
+whose LP relaxation sits at n / k, cost the 5 s searches their incumbents: generated medium seed 22's PP 8 shape
+found none within its 200 nodes.) Every x is at least 0 and moe_excess never below 0, so no stage is priced below
+its average price and every bound on the average layer (`milp.bounds`) stays a bound. Left at the average: the GB a
+split stage's DP owners share across buildings (`traffic`'s n x cells products). A fixed layout's own counts replace
+the most (`price.fixed_layout_model`). Counting each stage's MoE layers exactly from the layers before it (floor(N /
+k) of the first N for Llama 4's placement) was tried and dropped: its integer rows cost the 5 s searches more than
+the exact counts gained (generated medium seeds 0, 19, 25 and 35 replayed 2.749, 1.297, 1.656 and 2.260 s against
+1.819, 1.183, 1.325 and 2.185 s with the most).
 """
 
 from __future__ import annotations
@@ -26,22 +30,33 @@ from scaleacross_milp.milp.formulation.disjunction import add_rows
 
 
 def add_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """moe_layers, moe_chunk, moe_excess and their rows (module docstring), for a model with both kinds of layer."""
+    """moe_layers, moe_window, moe_excess and their rows (module docstring), for a model with both kinds of
+    layer."""
     pattern = ctx.moe_pattern
     if pattern is None:
         return
     layers, k, s = ctx.instance.model_spec.layers, pattern.interval, pattern.share
-
-    def chosen(c: int):
-        return sum(m.u[o] for o, option in enumerate(ctx.options) if option.layer_granularity == c)
-
-    m.moe_layers = pyo.Var(m.J, domain=pyo.NonNegativeIntegers, bounds=(0, layers))
-    m.moe_chunk = pyo.Var(m.J, m.G, domain=pyo.NonNegativeIntegers, bounds=(0, layers))
+    chunks = sorted({option.layer_granularity for option in ctx.options} | {1})
+    windows = [(j, c) for j in m.J for c in chunks if (c * k) & (c * k - 1)]
+    m.moe_layers = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    m.moe_window = pyo.Var(windows, domain=pyo.NonNegativeIntegers, bounds=(0, layers))
     m.moe_excess = pyo.Var(m.J, domain=pyo.NonNegativeReals)
-    rows = [k * m.moe_layers[j] >= m.n[j] for j in m.J]
-    rows += [row for j in m.J for c in m.G for row in (
-        m.moe_layers[j] >= c * m.moe_chunk[j, c] - layers * (1 - chosen(c)), k * m.moe_chunk[j, c] >= m.q[j, c])]
-    add_rows(m, "moe_layers_rows", rows)
+
+    def most(j: int, c: int):
+        """c ceil(n[j] / (c k)) at integer points."""
+        g = c * k
+        if (j, c) in windows:
+            return c * m.moe_window[j, c]
+        return c * ((m.n[j] - 1 - sum(2**b * m.nbit[j, b] for b in m.NB if 2**b < g)) / g + 1)
+
+    def off(c: int):
+        return 0 if c == 1 else layers * (1 - sum(m.u[o] for o, option in enumerate(ctx.options)
+                                                 if option.layer_granularity == c))
+
+    add_rows(m, "moe_layers_rows", [
+        *(m.moe_layers[j] >= most(j, c) - off(c) for j in m.J for c in chunks),
+        *(c * k * m.moe_window[j, c] >= m.n[j] for j, c in windows),
+    ])
     m.moe_excess_rows = pyo.Constraint(m.J, rule=lambda m, j: m.moe_excess[j] >= m.moe_layers[j] - s * m.n[j])
 
 

@@ -12,7 +12,7 @@ below; `disjunction` rows over the options, shared_def):
     dp[a] >= sum_{(s,t): a in R(s,t)} (G_v shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])
     (gathers: s sends its share to every holder t; reductions: s sends t's share to owner t), G_v / Q_v the
     gather / reduce volumes of variant v in gradient-sized units. The products, each only bounded below (they
-    only raise link loads, so they are exact at an optimum), with n[j] = 1 + sum_b 2^b nbit[j,b] (binary):
+    only raise link loads, so they are exact at an optimum), with n[j] = 1 + sum_b 2^b nbit[j,b] (`placement`):
     r[j,s,t]   >= x[j,s] - X_s (1 - y[j,t])                    (= x[j,s] y[j,t], model component r_xy)
     lx[j,s,b]  >= x[j,s] - X_s (1 - nbit[j,b])                 (= x[j,s] nbit[j,b], lx_bit)
     lc[j,s]     = x[j,s] + sum_b 2^b lx[j,s,b]                 (= n[j] x[j,s], layer-cells, lc_def)
@@ -85,9 +85,6 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
     cap = {k: ctx.max_cells(k) for k in m.K}
-    m.NB = pyo.Set(initialize=range((most - 1).bit_length()))
-    m.nbit = pyo.Var(m.J, m.NB, domain=pyo.Binary)
-    m.nbit_def = pyo.Constraint(m.J, rule=lambda m, j: m.n[j] == 1 + sum(2**b * m.nbit[j, b] for b in m.NB))
     m.lx = pyo.Var(m.J, m.K, m.NB, domain=pyo.NonNegativeReals)
     m.lx_bit = pyo.Constraint(m.J, m.K, m.NB, rule=lambda m, j, s, b: m.lx[j, s, b]
                               >= m.x[j, s] - cap[s] * (1 - m.nbit[j, b]))
