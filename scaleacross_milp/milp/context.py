@@ -201,9 +201,8 @@ class ShapeContext:
         for one microbatch, for big-M constants: the average layer and, for a model with both kinds of layer, what
         its MoE layers beyond the average share may add (at most every layer MoE: x (1 - s) per layer,
         `formulation.layer_kinds`)."""
-        share = self.moe_pattern.share if self.moe_pattern else 1.0
-        return (self.gpu(k).layer.total_s + self.moe_layer_s(k) * (1 - share),
-                max(self.stage_fixed_s(j, k, o) for o in self.options))
+        moe = self.moe_layer_s(k) * (1 - self.moe_pattern.share) if self.moe_pattern else 0.0
+        return self.gpu(k).layer.total_s + moe, max(self.stage_fixed_s(j, k, o) for o in self.options)
 
     def dp_sync_excess_s(self, building: str, variant: DPVariant, chunks: int) -> float:
         """What each MoE layer beyond the average share adds to a stage's intra-building DP sync in `building` under

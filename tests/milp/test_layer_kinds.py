@@ -10,6 +10,7 @@ from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
 from scaleacross_milp.milp.price import fixed_layout_model, price_layout
 from scaleacross_milp.milp.routes import route_table
+from scaleacross_milp.spec.model import MoE
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.verify.verifier import verify
 
@@ -69,3 +70,28 @@ def test_with_two_chunks_per_rank_the_search_prices_the_most_a_stage_can_hold(ma
     _, m = fixed_layout_model(maverick, layout, route_table(maverick.topology))
     assert [pyo.value(m.moe_layers[j]) for j in (10, 11)] == [3, 1]  # the layout's own: layers 40-42 and 46
     assert _search_price(maverick, layout) > price_layout(maverick, layout) * 1.001
+
+
+def test_an_moe_layer_every_third_prices_through_integer_windows(tiny):
+    # ceil(n / 3) is not linear in the bits of n: an integer moe_window per stage stands for it
+    base = tiny()
+    moe = MoE(experts=8, top_k=2, expert_ffn_hidden=4096, moe_layer_interval=3)  # layers 2, 5, ..., 29
+    instance = base.model_copy(update={"model": base.model_spec.model_copy(update={"moe": moe})})
+    layout = Layout.model_validate({
+        "instance": instance.name, "schedule": "1f1b", "dp_mode": "fsdp-no-reshard",
+        "shape": {"tp": 4, "pp": 2, "dp": 1, "micro_batch": 1, "microbatches": 16},
+        "stages": [{"stage": 0, "layers": 16, "cells_per_building": {"A": 1}},
+                   {"stage": 1, "layers": 16, "cells_per_building": {"A": 1}}],
+        "pipelines": [{"buildings": ["A", "A"], "pipelines": 1}],
+    })
+    _, m = fixed_layout_model(instance, layout, route_table(instance.topology))
+    assert [pyo.value(m.moe_layers[j]) for j in m.J] == [5, 5]  # layers 2-14 and 17-29: the average share
+    assert len(m.moe_window) == 2  # one integer window per stage (one chunk per rank)
+    assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.03)
+    # the search's rows: 16 consecutive layers can hold 6 MoE layers (layers 2-17), so each stage is priced at 6
+    m.moe_layers_rows.activate()
+    for var in m.moe_layers.values():
+        var.unfix()
+    m.objective.deactivate()
+    m.fewest = pyo.Objective(expr=sum(m.moe_layers.values()))
+    assert solve_milp(HighsModel(m), time_limit_s=60, rel_gap=0.0, threads=1).incumbent == pytest.approx(12)
