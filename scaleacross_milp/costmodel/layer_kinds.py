@@ -6,7 +6,7 @@ layer, a share s of an MoE layer and 1 - s of a dense one; a stage holding more 
 every term that follows its parameters (DP traffic, gathers, the optimizer step, memory) and its EP all-to-alls, by
 up to 14x a dense layer's parameters per extra MoE layer (Llama 4 Maverick's 128 experts). The MILP therefore prices
 each stage's MoE layers beyond s n (`milp.formulation.layer_kinds`), from each kind's own cost table (`kind_costs`).
-`MoEPattern` says how many MoE layers w consecutive layers can hold at most.
+`MoEPattern` says how many MoE layers w consecutive layers can hold at most, and the first w.
 """
 
 from __future__ import annotations
@@ -49,10 +49,13 @@ def mixes_layer_kinds(model: ModelSpec) -> bool:
 @dataclass(frozen=True)
 class MoEPattern:
     """The MoE layers of a model with both kinds: at most one in any `interval` k consecutive layers (k the least
-    gap between two), a `share` s of all layers."""
+    gap between two), a `share` s of all layers; `first`, the first MoE layer's index when they are exactly every
+    k-th from it to the end (DeepSeek-V3: 3, k = 1; Llama 4 Maverick: 1, k = 2), so that the first n layers hold
+    max(0, ceil((n - first) / k)) of them; None otherwise."""
 
     interval: int
     share: float
+    first: int | None = None
 
 
 def moe_pattern(model: ModelSpec) -> MoEPattern | None:
@@ -62,7 +65,8 @@ def moe_pattern(model: ModelSpec) -> MoEPattern | None:
         return None
     indices = model.moe_layer_indices()
     gap = min((b - a for a, b in itertools.pairwise(indices)), default=model.layers)
-    return MoEPattern(gap, len(indices) / model.layers)
+    periodic = indices == list(range(indices[0], model.layers, gap))
+    return MoEPattern(gap, len(indices) / model.layers, indices[0] if periodic else None)
 
 
 def kind_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> tuple[ShapeCosts, ShapeCosts]:

@@ -40,9 +40,9 @@ def test_moe_layers_follow_the_stage_s_position():
 
 
 def test_the_pattern_bounds_the_moe_layers_of_any_window():
-    assert moe_pattern(_model(moe_layer_interval=2)) == MoEPattern(2, 0.5)
-    assert moe_pattern(_model(first_dense_layers=3)) == MoEPattern(1, 5 / 8)
-    assert moe_pattern(_model(moe_layers=[0, 3, 5])) == MoEPattern(2, 3 / 8)
+    assert moe_pattern(_model(moe_layer_interval=2)) == MoEPattern(2, 0.5, first=1)
+    assert moe_pattern(_model(first_dense_layers=3)) == MoEPattern(1, 5 / 8, first=3)
+    assert moe_pattern(_model(moe_layers=[0, 3, 5])) == MoEPattern(2, 3 / 8)  # irregular: the first n unknown
     assert moe_pattern(_model()) is None  # every layer MoE: one kind
     assert moe_pattern(ModelSpec.model_validate(LLAMA3_8B)) is None
 

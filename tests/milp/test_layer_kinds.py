@@ -88,10 +88,11 @@ def test_an_moe_layer_every_third_prices_through_integer_windows(tiny):
     assert [pyo.value(m.moe_layers[j]) for j in m.J] == [5, 5]  # layers 2-14 and 17-29: the average share
     assert len(m.moe_window) == 2  # one integer window per stage (one chunk per rank)
     assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.03)
-    # the search's rows: 16 consecutive layers can hold 6 MoE layers (layers 2-17), so each stage is priced at 6
+    # the search's rows: 16 consecutive layers can hold 6 MoE layers (layers 2-17), so stage 1 is priced at 6; stage 0
+    # holds the first 16, so its own 5
     m.moe_layers_rows.activate()
     for var in m.moe_layers.values():
         var.unfix()
     m.objective.deactivate()
-    m.fewest = pyo.Objective(expr=sum(m.moe_layers.values()))
-    assert solve_milp(HighsModel(m), time_limit_s=60, rel_gap=0.0, threads=1).incumbent == pytest.approx(12)
+    m.fewest = pyo.Objective(expr=m.moe_layers[0] + 100 * m.moe_layers[1])
+    assert solve_milp(HighsModel(m), time_limit_s=60, rel_gap=0.0, threads=1).incumbent == pytest.approx(605)

@@ -8,6 +8,9 @@ MoEPattern`: at most ceil(w / k) in w consecutive layers); a rank of c chunks ho
 most c ceil(n / g), g = c k:
     moe_layers[j] >= c ceil(n[j] / g) - L (1 - U_c)                    (moe_layers_rows; U_c the options with c
                                                                         chunks per rank, 1 for c = 1)
+but for stage 0 under one chunk per rank, which holds the first n[0] layers: where the MoE layers are every k-th from
+layer a on (`MoEPattern.first`), max(0, ceil((n[0] - a) / k)) of them (moe_first integer, k moe_first >= n[0] - a,
+moe_layers[0] >= moe_first; valid under every option, the chunked rows adding theirs);
     moe_excess[j] >= moe_layers[j] - s n[j],   moe_excess[j] >= 0      (moe_excess_rows)
 ceil(n / g) is linear in the bits of n - 1 (`placement`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
 nbit[j,b]) / g + 1; otherwise an integer moe_window[j,c] >= n[j] / g stands for it. (An integer count per stage,
@@ -30,8 +33,8 @@ from scaleacross_milp.milp.formulation.disjunction import add_rows
 
 
 def add_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """moe_layers, moe_window, moe_excess and their rows (module docstring), for a model with both kinds of
-    layer."""
+    """moe_layers, moe_window, moe_first, moe_excess and their rows (module docstring), for a model with both
+    kinds of layer."""
     pattern = ctx.moe_pattern
     if pattern is None:
         return
@@ -53,10 +56,12 @@ def add_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         return 0 if c == 1 else layers * (1 - sum(m.u[o] for o, option in enumerate(ctx.options)
                                                  if option.layer_granularity == c))
 
-    add_rows(m, "moe_layers_rows", [
-        *(m.moe_layers[j] >= most(j, c) - off(c) for j in m.J for c in chunks),
-        *(c * k * m.moe_window[j, c] >= m.n[j] for j, c in windows),
-    ])
+    first = pattern.first
+    rows = [m.moe_layers[j] >= most(j, c) - off(c) for j in m.J for c in chunks if (j, c) != (0, 1) or first is None]
+    if first is not None:  # stage 0 holds the first n[0] layers under one chunk per rank, fewer under more
+        m.moe_first = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, layers))
+        rows += [m.moe_layers[0] >= m.moe_first, k * m.moe_first >= m.n[0] - first]
+    add_rows(m, "moe_layers_rows", [*rows, *(c * k * m.moe_window[j, c] >= m.n[j] for j, c in windows)])
     m.moe_excess_rows = pyo.Constraint(m.J, rule=lambda m, j: m.moe_excess[j] >= m.moe_layers[j] - s * m.n[j])
 
 
