@@ -18,7 +18,7 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.choices import add_choices
 from scaleacross_milp.milp.formulation.cost import add_objective
 from scaleacross_milp.milp.formulation.iteration import add_iteration
-from scaleacross_milp.milp.formulation.layer_kinds import add_layer_kinds
+from scaleacross_milp.milp.formulation.layer_kinds import add_layer_kinds, declare_layer_kinds
 from scaleacross_milp.milp.formulation.memory import add_memory
 from scaleacross_milp.milp.formulation.pipeline import add_pipeline
 from scaleacross_milp.milp.formulation.placement import add_placement
@@ -76,10 +76,11 @@ def build_model(ctx: ShapeContext, floors: Floors = Floors()) -> pyo.ConcreteMod
         m = pyo.ConcreteModel(name=ctx.shape.label())
         add_placement(m, ctx)
         add_choices(m, ctx)
-        add_layer_kinds(m, ctx)
+        declare_layer_kinds(m, ctx)
         add_pipeline(m, ctx, bounds, floors.cycle_s)
         m.cycle.setub(bounds["cycle"])
         add_traffic(m, ctx, bounds)
+        add_layer_kinds(m, ctx)
         add_memory(m, ctx)
         add_iteration(m, ctx)
         add_objective(m, ctx, bounds, floors.held_rate_usd_s)

@@ -12,7 +12,7 @@ but for stage 0 under one chunk per rank, which holds the first n[0] layers: whe
 layer a on (`MoEPattern.first`), max(0, ceil((n[0] - a) / k)) of them (moe_first integer, k moe_first >= n[0] - a,
 moe_layers[0] >= moe_first; valid under every option, the chunked rows adding theirs);
     moe_excess[j] >= moe_layers[j] - s n[j],   moe_excess[j] >= 0      (moe_excess_rows)
-ceil(n / g) is linear in the bits of n - 1 (`placement`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
+ceil(n / g) is linear in the bits of n - 1 (`traffic`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
 nbit[j,b]) / g + 1; otherwise an integer moe_window[j,c] >= n[j] / g stands for it. (An integer count per stage,
 whose LP relaxation sits at n / k, cost the 5 s searches their incumbents: generated medium seed 22's PP 8 shape
 found none within its 200 nodes.) Every x is at least 0 and moe_excess never below 0, so no stage is priced below
@@ -32,18 +32,23 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows
 
 
+def declare_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Vars moe_layers, moe_excess (module docstring) for a model with both kinds of layer, before the rows that
+    read them; their own rows come once the bits of n exist (`add_layer_kinds`)."""
+    if ctx.moe_pattern is not None:
+        m.moe_layers = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+        m.moe_excess = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+
+
 def add_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """moe_layers, moe_window, moe_first, moe_excess and their rows (module docstring), for a model with both
-    kinds of layer."""
+    """moe_window, moe_first and the rows moe_layers_rows, moe_excess_rows (module docstring)."""
     pattern = ctx.moe_pattern
     if pattern is None:
         return
     layers, k, s = ctx.instance.model_spec.layers, pattern.interval, pattern.share
     chunks = sorted({option.layer_granularity for option in ctx.options} | {1})
     windows = [(j, c) for j in m.J for c in chunks if (c * k) & (c * k - 1)]
-    m.moe_layers = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     m.moe_window = pyo.Var(windows, domain=pyo.NonNegativeIntegers, bounds=(0, layers))
-    m.moe_excess = pyo.Var(m.J, domain=pyo.NonNegativeReals)
 
     def most(j: int, c: int):
         """c ceil(n[j] / (c k)) at integer points."""

@@ -5,8 +5,6 @@ Sets: stages j in 0..p-1, buildings k, boundaries b (j -> j+1, plus interleaving
     y[j,k] in {0,1}  building k holds stage j:              y[j,k] <= x[j,k] <= X_k y[j,k]
     sum_j x[j,k] * cell_gpus <= GPUs_k                      (building capacity)
     n[j] in Z+       layers of stage j:                     sum_j n[j] = L, n[j] >= 1
-                     n[j] = 1 + sum_b 2^b nbit[j,b],  nbit binary (nbit_def: the products n x cells of `traffic`
-                     and the MoE layers of `layer_kinds` read the bits)
     f[b,k,k'] in Z+  pipelines (in cells) whose stage from(b) is in k and stage to(b) in k':
                      sum_k' f[b,k,k'] = x[from(b),k],  sum_k f[b,k,k'] = x[to(b),k']   (flow conservation)
     h[b,k,k'] in {0,1} some pipeline crosses k -> k' at b:  f[b,k,k'] <= min(X_k, X_k') h[b,k,k']
@@ -45,9 +43,6 @@ def add_placement(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.held_upper = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.x[j, k] <= cap[k] * m.y[j, k])
     m.held_lower = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.x[j, k] >= m.y[j, k])
     m.all_layers = pyo.Constraint(expr=sum(m.n[j] for j in m.J) == layers)
-    m.NB = pyo.Set(initialize=range((layers - p).bit_length()))
-    m.nbit = pyo.Var(m.J, m.NB, domain=pyo.Binary)
-    m.nbit_def = pyo.Constraint(m.J, rule=lambda m, j: m.n[j] == 1 + sum(2**b * m.nbit[j, b] for b in m.NB))
     m.capacity = pyo.Constraint(
         m.K,
         rule=lambda m, k: sum(m.x[j, k] for j in m.J) * ctx.shape.cell_gpus

@@ -12,7 +12,8 @@ below; `disjunction` rows over the options, shared_def):
     dp[a] >= sum_{(s,t): a in R(s,t)} (G_v shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])
     (gathers: s sends its share to every holder t; reductions: s sends t's share to owner t), G_v / Q_v the
     gather / reduce volumes of variant v in gradient-sized units. The products, each only bounded below (they
-    only raise link loads, so they are exact at an optimum), with n[j] = 1 + sum_b 2^b nbit[j,b] (`placement`):
+    only raise link loads, so they are exact at an optimum), with n[j] = 1 + sum_b 2^b nbit[j,b] (binary; the MoE
+    layers of `layer_kinds` read the bits too):
     r[j,s,t]   >= x[j,s] - X_s (1 - y[j,t])                    (= x[j,s] y[j,t], model component r_xy)
     lx[j,s,b]  >= x[j,s] - X_s (1 - nbit[j,b])                 (= x[j,s] nbit[j,b], lx_bit)
     lc[j,s]     = x[j,s] + sum_b 2^b lx[j,s,b]                 (= n[j] x[j,s], layer-cells, lc_def)
@@ -85,6 +86,9 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     most = layers - p + 1
     cap = {k: ctx.max_cells(k) for k in m.K}
+    m.NB = pyo.Set(initialize=range((most - 1).bit_length()))
+    m.nbit = pyo.Var(m.J, m.NB, domain=pyo.Binary)
+    m.nbit_def = pyo.Constraint(m.J, rule=lambda m, j: m.n[j] == 1 + sum(2**b * m.nbit[j, b] for b in m.NB))
     m.lx = pyo.Var(m.J, m.K, m.NB, domain=pyo.NonNegativeReals)
     m.lx_bit = pyo.Constraint(m.J, m.K, m.NB, rule=lambda m, j, s, b: m.lx[j, s, b]
                               >= m.x[j, s] - cap[s] * (1 - m.nbit[j, b]))
@@ -377,9 +381,8 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
                 for c in chunks if any(apart[f]) else [1]:
                     chosen = sum(m.u[o] for o, option in enumerate(ctx.options) if option.chunks == c) \
                         if any(apart[f]) and len(chunks) > 1 else 1
-                    per_layer = [coeffs[f][v] / (c if apart[f][v] else 1) for v in m.V]
-                    terms = [([u * g for u in per_layer], m.n[j]),
-                             *excess_terms(m, j, [u * g_excess for u in per_layer])]
+                    terms = [([coeffs[f][v] * g / (c if apart[f][v] else 1) for v in m.V], m.n[j]),
+                             *excess_terms(m, j, [coeffs[f][v] * g_excess / (c if apart[f][v] else 1) for v in m.V])]
                     out += choice_lower_bounds(m.dp_unit[f] + most[f] * (2 - held[j] - chosen), terms,
                                                m.w, list(m.V), most[f],
                                                [coeffs[f][v] * fixed_grad_gb(ctx, j) for v in m.V])
