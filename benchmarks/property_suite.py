@@ -304,9 +304,11 @@ def check_restrictions(instance: Instance, out: Outcome, time_limit_s: float | N
 
 
 def check_patterns(instance: Instance, bases: list[Layout], out: Outcome) -> list[tuple[float, Layout]]:
-    """Replay the DP-out and PP-out layouts derived from each base; after a replay too slow, the rest are skipped
-    (each would likely be as slow)."""
-    layouts = [layout for base in bases for layout in dp_out_layouts(instance, base) + pp_out_layouts(instance, base)]
+    """Replay the DP-out and PP-out layouts derived from each base that fit (`verify.layout.resolve`: memory with
+    each stage's own MoE layers, capacity, NVLink); after a replay too slow, the rest are skipped (each would likely
+    be as slow)."""
+    layouts = [layout for base in bases for layout in dp_out_layouts(instance, base) + pp_out_layouts(instance, base)
+               if not resolve(instance, layout).infeasible]
     evaluated = []
     for i, layout in enumerate(layouts):
         try:
