@@ -3,10 +3,11 @@
 A rank's n layers are split into its c chunks of n / c layers each; virtual stage s takes the next n_rank(s) / c
 layers in virtual-stage order (`chunk_layers`; the verifier replays exactly this). The cost tables price the average
 layer, a share s of an MoE layer and 1 - s of a dense one; a stage holding more MoE layers than s n is dearer in
-every term that follows its parameters (DP traffic, gathers, the optimizer step, memory) and its EP all-to-alls, by
-up to 14x a dense layer's parameters per extra MoE layer (Llama 4 Maverick's 128 experts). The MILP therefore prices
-each stage's MoE layers beyond s n (`milp.formulation.layer_kinds`), from each kind's own cost table (`kind_costs`).
-`MoEPattern` says how many MoE layers w consecutive layers can hold at most, and the first w.
+every term that follows its parameters (DP traffic, gathers, the optimizer step, memory) and its EP all-to-alls
+(an MoE layer of Llama 4 Maverick holds 52x a dense layer's parameters: 16.3 G against 0.31 G, 13x per GPU at TP 2
+EP 4). The MILP therefore prices each stage's MoE layers beyond s n (`milp.formulation.layer_kinds`), from each
+kind's own cost table (`kind_costs`). `MoEPattern` says how many MoE layers w consecutive layers can hold at most,
+and the first w.
 """
 
 from __future__ import annotations
