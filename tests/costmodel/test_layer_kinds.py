@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.build import build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.layer_kinds import (
@@ -12,6 +13,7 @@ from scaleacross_milp.costmodel.layer_kinds import (
     kind_costs,
     moe_layers_per_rank,
     moe_pattern,
+    stage_bytes_held,
 )
 from scaleacross_milp.costmodel.schedule import loop_map, v_map
 from scaleacross_milp.spec.model import ModelSpec
@@ -56,3 +58,15 @@ def test_the_average_table_is_the_two_kinds_weighted_by_their_shares():
     assert dense.layer_state_bytes[variant] < moe.layer_state_bytes[variant]
     for read in (lambda costs: costs.layer_state_bytes[variant], lambda costs: costs.grad_bytes_per_layer_per_cell):
         assert read(average) == pytest.approx((read(dense) + read(moe)) / 2, rel=1e-9)
+
+
+def test_a_stage_s_memory_follows_its_own_moe_layers_and_the_total_is_the_average_s():
+    instance = make_instance(model={**LLAMA3_8B, "layers": 8, "moe": {**MOE, "moe_layer_interval": 2}})
+    shape = Shape(tp=2, cp=1, ep=2, pp=2, dp=4, micro_batch=1, microbatches=8)
+    variant = DPVariant(DPMode.fsdp)
+    costs = build_shape_costs(instance, shape, [variant])
+    inflight = [8.0, 8.0]  # GPipe: every stage holds every microbatch, so only the layers differ
+    held = stage_bytes_held(instance, costs, variant, [3, 5], loop_map(2, 1), inflight)
+    average = [memory.stage_bytes(costs, variant, j, n, inflight[j], 1) for j, n in enumerate([3, 5])]
+    assert held[0] < average[0] and held[1] > average[1]  # 1 of 3 layers MoE, then 3 of 5: the average says 1.5, 2.5
+    assert sum(held) == pytest.approx(sum(average), rel=1e-9)
