@@ -157,6 +157,16 @@ def link_efficiency(link: Link, transport: Transport, subflows: int, subflow_cap
     return ecmp_efficiency(n, link.paths) * resource_goodput(link, transport, busiest, subflow_cap_byte_s)
 
 
+def nic_floor(link: Link, transport: Transport, unit_subflows: int, subflow_cap_byte_s: float) -> float:
+    """The least time of one crossing unit's bytes, in units of their time at `link`'s bare capacity c, through the
+    unit's own g = `unit_subflows` subflows at most cap = `subflow_cap_byte_s` each on the wire (its NICs' share per
+    queue pair, at that rate's goodput): c / (g cap goodput(cap)). More units bring more NICs, so it bounds any
+    number of units; above the lone unit's price line it binds: a few GPUs cannot fill a fat link (the replay caps
+    every connection at its NIC)."""
+    return link.capacity_byte_s / (unit_subflows * subflow_cap_byte_s
+                                   * connection_goodput(link, transport, subflow_cap_byte_s))
+
+
 def fastest_nic_byte_s(gpus: Iterable[GPUType]) -> float:
     """The largest achievable NIC byte/s among `gpus`: the widest window a connection of theirs can open."""
     return max(AlphaBetaModel.from_gpu(gpu).bandwidth["fabric"] for gpu in gpus)

@@ -13,7 +13,13 @@ from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts
 from scaleacross_milp.costmodel.layer_kinds import MoEPattern, kind_costs, moe_pattern
 from scaleacross_milp.costmodel.memory import ShapeMemory
-from scaleacross_milp.costmodel.network import PriceLine, fastest_nic_byte_s, link_efficiency, price_lines
+from scaleacross_milp.costmodel.network import (
+    PriceLine,
+    fastest_nic_byte_s,
+    link_efficiency,
+    nic_floor,
+    price_lines,
+)
 from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.spec.instance import Instance
@@ -165,6 +171,18 @@ class ShapeContext:
             for i in self.routes.used_links
             for transport in links[i].transports
         }
+
+    @cached_property
+    def nic_floors(self) -> dict[tuple[int, Transport], float]:
+        """`costmodel.network.nic_floor` of a crossing unit (one cell's GPUs, each queue pair at the fastest NIC's
+        share) on each used link under each transport, where it is above the link's lone-unit price line (b_0):
+        there the unit's NICs, not the link, bound its time (`traffic.line_rows`)."""
+        nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+        links = self.routes.links
+        floors = {(i, t): nic_floor(links[i], t, self.shape.cell_gpus * links[i].queue_pairs_per_connection,
+                                    nic / links[i].queue_pairs_per_connection)
+                  for i, t in self.price_lines}
+        return {key: floor for key, floor in floors.items() if floor > self.price_lines[key][0].slope}
 
     @cached_property
     def efficiency(self) -> dict[tuple[int, Transport], float]:

@@ -113,3 +113,17 @@ def test_price_lines_end_where_the_envelope_falls():
     for n in range(1, 33):
         time_n = n / network.link_efficiency(link, Transport.ecmp_go_back_n, 4 * n, 50e9 / 4)
         assert min(line.intercept + line.slope * n for line in lines) >= time_n * (1 - 1e-9)
+
+
+def test_a_unit_s_own_nics_bound_its_time_over_a_fat_link():
+    # One cell of 8 GPUs, 16 queue pairs each at 25 GB/s / 16, over a lossless 12.8 Tb/s (1,600 GB/s) link: its bytes
+    # take 8x their time at bare capacity; over a 400 Gb/s link the NICs are not what binds (1/4).
+    fat = Link(a="x", b="y", capacity_gbit_s=12_800, distance_km=1.0, paths=1, transports=[ECMP_SR])
+    thin = Link(a="x", b="y", capacity_gbit_s=400, distance_km=1.0, paths=1, transports=[ECMP_SR])
+    assert network.nic_floor(fat, ECMP_SR, 8 * 16, 25e9 / 16) == pytest.approx(8.0)
+    assert network.nic_floor(thin, ECMP_SR, 8 * 16, 25e9 / 16) == pytest.approx(0.25)
+    # under loss, at the rate of a full queue pair, the goodput stretches it further
+    lossy = Link(a="x", b="y", capacity_gbit_s=12_800, distance_km=1.0, paths=1, loss_rate=1e-3,
+                 transports=[ECMP_SR])
+    assert network.nic_floor(lossy, ECMP_SR, 8 * 16, 25e9 / 16) == pytest.approx(
+        8.0 / network.connection_goodput(lossy, ECMP_SR, 25e9 / 16))

@@ -162,9 +162,11 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Binaries sel[f,i,d,t,k]: load family f on arc (i, d) is priced by line k >= 1 of link i under transport t
     (`ShapeContext.price_lines`), at most one line per family and arc, only under the chosen transport:
         sum_k sel[f,i,d,t,k] <= z[i,t]                                                       (line_pick)
-    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them)."""
+    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them),
+    with the list of `line_rows`' load indicators (carries)."""
     if hasattr(m, "sel"):
         return
+    m.carries = pyo.VarList(domain=pyo.Binary)  # filled by line_rows where a NIC floor binds
     links = ctx.routes.links
     arcs = [(i, d) for i in range(len(links)) for d in (1, -1)]
     picks = [(f, i, d, t) for f in LINE_FAMILIES for i, d in arcs for t in links[i].transports
@@ -187,7 +189,10 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
     picked multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen
     schedule by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers)
     at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`. A link no route between the shape's
-    buildings uses has no price lines (its load is zero): the floor alone."""
+    buildings uses has no price lines (its load is zero): the floor alone. Where one unit's own NICs cannot fill the
+    link (`ShapeContext.nic_floors`: K above b_0), a binary carries (load <= most carries) marks a load that crosses,
+    and its units take at least their NICs' time:
+        lhs >= K u on / c - K u_most (1 - carries) / c - K u_most (1 - z[i,t]) / c                  (nic floor)"""
     i, d = arc
     link = ctx.routes.links[i]
     bare = GB / link.capacity_byte_s
@@ -202,6 +207,13 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
         rows.append(lhs >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
         rows += [lhs >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
                  for line, pick in zip(lines[1:], picked, strict=True)]
+    floors = {t: ctx.nic_floors[i, t] for t in link.transports if (i, t) in ctx.nic_floors and family != "pp"}
+    if floors:
+        carries = m.carries.add()
+        top = (unit_gb if unit_most is None else unit_most) * on_most
+        rows.append(load <= most_gb * carries)
+        rows += [lhs >= floor * bare * (unit_gb * on - top * (1 - carries)) - floor * bare * top * (1 - m.z[i, t])
+                 for t, floor in floors.items()]
     return rows
 
 
