@@ -162,11 +162,9 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Binaries sel[f,i,d,t,k]: load family f on arc (i, d) is priced by line k >= 1 of link i under transport t
     (`ShapeContext.price_lines`), at most one line per family and arc, only under the chosen transport:
         sum_k sel[f,i,d,t,k] <= z[i,t]                                                       (line_pick)
-    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them),
-    with the list of `line_rows`' load indicators (carries)."""
+    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them)."""
     if hasattr(m, "sel"):
         return
-    m.carries = pyo.VarList(domain=pyo.Binary)  # filled by line_rows where a NIC floor binds
     links = ctx.routes.links
     arcs = [(i, d) for i in range(len(links)) for d in (1, -1)]
     picks = [(f, i, d, t) for f in LINE_FAMILIES for i, d in arcs for t in links[i].transports
@@ -179,7 +177,7 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
 
 
 def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, load, unit_gb,
-              most_gb: float, on=1.0, on_most: float = 1.0, unit_most: float | None = None) -> list:
+              most_gb: float, on=1.0, on_most: float = 1.0, unit_most: float | None = None, carries=None) -> list:
     """lhs >= the time of `load` GB on arc (i, d), made of crossing units of at most `unit_gb` GB each, priced by
     line k of the chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
         lhs >= (a_k u on + b_k load) / c - M (1 - sel[f,i,d,t,k])                            k >= 1
@@ -190,8 +188,9 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
     schedule by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers)
     at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`. A link no route between the shape's
     buildings uses has no price lines (its load is zero): the floor alone. Where one unit's own NICs cannot fill the
-    link (`ShapeContext.nic_floors`: K above b_0), a binary carries (load <= most carries) marks a load that crosses,
-    and its units take at least their NICs' time:
+    link (`ShapeContext.nic_floors`: K above b_0), the arc's binary `carries` (load <= most carries; one per arc for
+    all its DP loads, which cross together: a split stage's state) marks a load that crosses, and its units take at
+    least their NICs' time:
         lhs >= K u on / c - K u_most (1 - carries) / c - K u_most (1 - z[i,t]) / c                  (nic floor)"""
     i, d = arc
     link = ctx.routes.links[i]
@@ -207,9 +206,8 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
         rows.append(lhs >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
         rows += [lhs >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
                  for line, pick in zip(lines[1:], picked, strict=True)]
-    floors = {t: ctx.nic_floors[i, t] for t in link.transports if (i, t) in ctx.nic_floors and family != "pp"}
-    if floors:
-        carries = m.carries.add()
+    floors = {t: ctx.nic_floors[i, t] for t in link.transports if (i, t) in ctx.nic_floors}
+    if floors and carries is not None:
         top = (unit_gb if unit_most is None else unit_most) * on_most
         rows.append(load <= most_gb * carries)
         rows += [lhs >= floor * bare * (unit_gb * on - top * (1 - carries)) - floor * bare * top * (1 - m.z[i, t])
@@ -296,8 +294,11 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.bdp = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     if streamed:
         m.gxt = pyo.Var(m.A, domain=pyo.NonNegativeReals)
+    floored = [a for a in arcs if any(key[0] == a[0] for key in ctx.nic_floors)]
+    m.carries = pyo.Var(floored, domain=pyo.Binary)
     rows = []
     for a in arcs:
+        carries = m.carries[a] if a in floored else None
         times = [("pp", m.xfer[a], m.pp[a], (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
                  ("dp", m.bdp[a], m.dp[a], dp_unit["all"], bounds["dp_arc"]),
                  ("dp", m.dpx + m.drain, m.dpe[a], dp_unit["end"], bounds["dp_arc"]),
@@ -307,7 +308,8 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         if first_gathers:
             times.append(("dp0", m.first_gather, m.gx1[a], dp_unit["first0"], bounds["dp_arc"]))
         for family, lhs, load, (unit, unit_most), most, *on in times:
-            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on, unit_most=unit_most)
+            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on, unit_most=unit_most,
+                              carries=None if family == "pp" else carries)
     add_rows(m, "link_time", rows)
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
     if streamed:
