@@ -188,9 +188,10 @@ def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[i
     schedule by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers)
     at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`. A link no route between the shape's
     buildings uses has no price lines (its load is zero): the floor alone. Where one unit's own NICs cannot fill the
-    link (`ShapeContext.nic_floors`: K above b_0), the arc's binary `carries` (load <= most carries; one per arc for
-    all its DP loads, which cross together: a split stage's state) marks a load that crosses, and its units take at
-    least their NICs' time:
+    link (`ShapeContext.nic_floors`: K above b_0) and the caller passes the arc's binary `carries` (load <= most
+    carries; one per arc for all its DP loads, which cross together: a split stage's state; pipeline sends pass none,
+    one microbatch's activations the replay overlaps with compute), a load that crosses takes at least its units'
+    NIC time:
         lhs >= K u on / c - K u_most (1 - carries) / c - K u_most (1 - z[i,t]) / c                  (nic floor)"""
     i, d = arc
     link = ctx.routes.links[i]
