@@ -134,3 +134,19 @@ def test_a_row_added_while_a_variable_is_fixed_keeps_that_variable():
     highs.add_row(model.extra.add(model.x[0] + model.x[1] <= 1))
     model.x[0].unfix()
     assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(11.0)
+
+
+def test_a_row_added_later_may_read_a_variable_no_row_read_before():
+    # A critical-path cut reads tx[b] even where every other row left it out (PP 8 over 5 microbatches: no steady
+    # send recurs, so no row priced tx); it raised a KeyError mid-search. Here an integer wait y >= 0 joins the time
+    # row only through a later row: T >= 1 + chosen + y, y >= 2.5 -> y = 3.
+    model = cover([1, 3, 5, 7])
+    model.y = pyo.Var(domain=pyo.NonNegativeIntegers)
+    highs = HighsModel(model)
+    assert [var.name for var in highs.unused] == ["y"]
+    model.extra = pyo.ConstraintList()
+    highs.add_row(model.extra.add(model.T - sum(w * model.x[i] for i, w in enumerate([1, 3, 5, 7])) - model.y >= 1))
+    highs.add_row(model.extra.add(model.y >= 2.5))
+    outcome = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1)
+    assert outcome.incumbent == pytest.approx(13.0)  # the least cover 9, plus 1, plus y = 3
+    assert highs.unused == [] and model.y.value == pytest.approx(3.0)
