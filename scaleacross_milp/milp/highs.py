@@ -158,6 +158,11 @@ def _collect(reader: Connection, pid: int, cap_s: float) -> HighsRun:
         os.waitpid(pid, 0)
 
 
+def resting_value(var: pyo.Var) -> float:
+    """A variable no row reads: 0 within its bounds."""
+    return min(max(0.0, -math.inf if var.lb is None else var.lb), math.inf if var.ub is None else var.ub)
+
+
 class HighsModel:
     """A Pyomo model and its HiGHS twin, translated once when this is made.
 
@@ -241,8 +246,7 @@ class HighsModel:
             var.set_value(value, skip_validation=True)
         for var in self.unused:
             if not var.fixed:
-                var.set_value(min(max(0.0, var.lb if var.lb is not None else -math.inf),
-                                  var.ub if var.ub is not None else math.inf), skip_validation=True)
+                var.set_value(resting_value(var), skip_validation=True)
 
     def add_row(self, row: pyo.ConstraintData) -> None:
         """Send one more row of the model (lb <= body <= ub over its columns, already in the Pyomo model) to HiGHS,
@@ -265,7 +269,7 @@ class HighsModel:
         """Make columns of variables no row read at translation (`unused`) and that a row sent later reads (a
         critical-path cut reads tx[b] even where every other row left it out: PP 8 over 5 microbatches, where no
         steady send recurs; generated small seed 6 hit it with session 23's unlanded bubble rows, a KeyError
-        mid-search): cost 0, their bounds, their integrality. The last run's point no longer covers every column."""
+        mid-search): cost 0, their bounds, their integrality."""
         if not variables:
             return
         added = {id(var) for var in variables}
@@ -280,7 +284,8 @@ class HighsModel:
                 self.highs.changeColIntegrality(len(self.columns) - 1, highspy.HighsVarType.kInteger)
         self.cost = np.append(self.cost, np.zeros(len(variables)))
         self.mip = self.mip or any(var.is_integer() for var in variables)
-        self.point = None
+        if self.point is not None:  # the last run's point, the new columns at rest
+            self.point = np.append(self.point, [resting_value(var) for var in variables])
 
     def linear(self, expr: NumericValue) -> tuple[list[int], list[float], float]:
         """(columns, coefficients, constant) of a linear expression of the model's columns."""

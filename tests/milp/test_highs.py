@@ -144,9 +144,12 @@ def test_a_row_added_later_may_read_a_variable_no_row_read_before():
     model.y = pyo.Var(domain=pyo.NonNegativeIntegers)
     highs = HighsModel(model)
     assert [var.name for var in highs.unused] == ["y"]
+    assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent == pytest.approx(10.0)
     model.extra = pyo.ConstraintList()
     highs.add_row(model.extra.add(model.T - sum(w * model.x[i] for i, w in enumerate([1, 3, 5, 7])) - model.y >= 1))
     highs.add_row(model.extra.add(model.y >= 2.5))
+    highs.load()  # the last run's point still loads, the new column at rest
+    assert model.y.value == 0.0
     outcome = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1)
     assert outcome.incumbent == pytest.approx(13.0)  # the least cover 9, plus 1, plus y = 3
     assert highs.unused == [] and model.y.value == pytest.approx(3.0)
