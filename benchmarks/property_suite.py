@@ -49,6 +49,7 @@ from rich.table import Table
 
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.schedule import ScheduleOption, searched_options
+from scaleacross_milp.gcpause import collect_left_cycles
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.bounds import stage_memory
 from scaleacross_milp.milp.context import ShapeContext, shape_context
@@ -333,6 +334,7 @@ def check_instance(instance: Instance, time_limit_s: float | None = None, thread
     out = Outcome(seed, instance.name, sum(b.gpus for b in instance.topology.buildings),
                   len(instance.topology.buildings), instance.model_spec.name,
                   time_limit_s=time_limit_s or instance.search.time_limit_s)
+    collect_left_cycles()  # the garbage of the previous instance's solve and replays, outside this solve's wall time
     start = time.perf_counter()
     try:
         plan = solve_instance(instance, time_limit_s=time_limit_s, threads=threads)

@@ -1,8 +1,9 @@
 import gc
+import weakref
 
 import pytest
 
-from scaleacross_milp.gcpause import paused_cycle_collection
+from scaleacross_milp.gcpause import collect_left_cycles, paused_cycle_collection
 
 
 def test_collector_paused_inside_and_restored_after_an_error():
@@ -21,3 +22,34 @@ def test_a_collector_already_off_stays_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.itself = self
+
+
+def _generation_two_collections(action) -> int:
+    """Full collections that start while `action()` runs."""
+    started = []
+
+    def record(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            started.append(info)
+
+    gc.callbacks.append(record)
+    try:
+        action()
+    finally:
+        gc.callbacks.remove(record)
+    return len(started)
+
+
+def test_the_cycles_a_paused_block_left_are_collected_by_the_next_call_and_only_by_it():
+    with paused_cycle_collection():
+        node = _Node()
+        left = weakref.ref(node)
+        del node
+    assert _generation_two_collections(collect_left_cycles) == 1
+    assert left() is None
+    assert _generation_two_collections(collect_left_cycles) == 0  # nothing paused since: no collection
