@@ -16,7 +16,7 @@ from scaleacross_milp.milp.highs import HighsModel, model_size, restore, solve_m
 from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
-from scaleacross_milp.milp.solve import ShapeSearch
+from scaleacross_milp.milp.solve import ShapeSearch, climbing_order
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.verifier import verify
@@ -112,6 +112,15 @@ def test_a_restriction_prices_only_the_links_its_routes_use(tiny):
     assert alone.price_lines == {} and alone.seconds_per_gb == {}
     assert {i for i, _ in ends.price_lines} == {0, 1}
     assert len(ends.price_lines) == sum(len(link.transports) for link in ctx.routes.links)
+
+
+def test_a_plan_is_scaled_out_onto_the_least_bound_then_the_nearest_shape():
+    # Shapes 5, 2, 7, 1 in queue order (least bound first) over 512, 256, 128 and 1,024 GPUs: the widest by bound
+    # first, then the nearest (7, the fewest GPUs), then the rest by bound; none twice.
+    gpus = {5: 512, 2: 256, 7: 128, 1: 1024}
+    assert climbing_order([5, 2, 7, 1], gpus.__getitem__) == [5, 7, 2, 1]
+    assert climbing_order([7, 2], gpus.__getitem__) == [7, 2]
+    assert climbing_order([], gpus.__getitem__) == []
 
 
 def test_scaling_out_an_incumbent_reaches_a_plan_over_every_building_that_the_verifier_replays(tiny):
