@@ -174,20 +174,34 @@ def degrees(shape: Shape) -> tuple[int, int, int, int, int, int]:
     return shape.tp, shape.cp, shape.ep, shape.micro_batch, shape.pp, shape.dp
 
 
-BUILD_OVERHEAD_S = 0.3
-BUILD_S_PER_EXTENT = 0.9e-3
-BUILD_S_PER_STAGE_PAIR = 0.5e-3
-"""The prior of a model's build and translation time, a + b `extent` + c p^2 (`build_prior_s`), on 2 cores:
-restrictions of generated instances of 3, 8, 9 and 14 buildings (extent 54, 128, 1,620, 4,704) build in 0.26, 0.50,
-1.03 and 4.14 s, against 0.37, 0.42, 1.96 and 4.82 s predicted; rows per stage pair (interleaved round trips,
-gather waits) make deep pipelines cost more than their extent says: the 131k-GPU Llama 3 405B instance's PP32 model
-over two buildings builds in 1.02 s (0.93 s predicted), PP16 over 2 and 4 in 0.54 and 0.81 s (0.49 and 0.66 s). The
-search scales it by the pace of its own builds over two buildings or more (`ShapeSearch.fits`)."""
+BUILD_OVERHEAD_S = 0.04
+BUILD_S_PER_EXTENT = 8.4e-5
+BUILD_S_PER_EXTENT_OPTION = 4.0e-5
+BUILD_S_PER_EXTENT_VARIANT = 6.5e-5
+BUILD_S_PER_STAGE_PAIR = 4.9e-5
+"""The prior of a model's build and translation time (`build_prior_s`), a + `extent` (b + b_o O + b_v V) + c p^2
+for a model holding O schedule options and V DP variants among its pairs: most rows are per (stage, building) or per
+(stage boundary, ordered building pair) and per option (the pipeline rows) or variant (the DP rows); rows per stage
+pair (interleaved round trips, gather waits) make deep pipelines cost more than their extent says. Fitted by least
+squares (relative) on the 186 builds over two buildings or more of 5 s solves of generated medium seeds 0-24 and
+small seeds 0-18 by 3 (2 cores, session 24): actual / prior 0.67-1.82 (5-95 %), median 1.07. The previous prior
+(0.3 s + 0.9 ms extent + 0.5 ms p^2, fitted on full models in session 10) predicted those builds 5x too slow, and
+the search refused models that would have fit (medium seed 2: PP 32 over 13 buildings predicted 6.1 s, built in
+1.7 s). The search scales it by the pace of its own builds (`ShapeSearch.fits`)."""
 
+BUILD_SHARE = 0.5
+"""Once there is a plan, a model is built only when its predicted build takes at most this share of the time left
+(`ShapeSearch.fits`): the rest is for solving it. Generated medium seed 2's PP 32 model over 13 buildings, predicted
+to fit the 3.5 s left, built in 1.7 s and its pattern solve found nothing in the 0.9 s after it, while a PP 21 model
+over 10 buildings (0.7 s) gives a plan twice as fast."""
 
 def build_prior_s(ctx: ShapeContext) -> float:
-    """BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT x `extent` + BUILD_S_PER_STAGE_PAIR x p^2 of ctx's model."""
-    return BUILD_OVERHEAD_S + BUILD_S_PER_EXTENT * extent(ctx) + BUILD_S_PER_STAGE_PAIR * ctx.shape.pp ** 2
+    """BUILD_OVERHEAD_S + `extent` x (BUILD_S_PER_EXTENT + BUILD_S_PER_EXTENT_OPTION O + BUILD_S_PER_EXTENT_VARIANT V)
+    + BUILD_S_PER_STAGE_PAIR p^2 for ctx's model, O and V the schedule options and DP variants among its pairs."""
+    options, variants = len({o for o, _ in ctx.pairs}), len({v for _, v in ctx.pairs})
+    return (BUILD_OVERHEAD_S + extent(ctx) * (BUILD_S_PER_EXTENT + BUILD_S_PER_EXTENT_OPTION * options
+                                              + BUILD_S_PER_EXTENT_VARIANT * variants)
+            + BUILD_S_PER_STAGE_PAIR * ctx.shape.pp ** 2)
 
 
 def span(instance: Instance, shape: Shape) -> int:
@@ -400,9 +414,9 @@ class ShapeSearch:
         return i in self.models or self.fits(self.ctx(i))
 
     def fits(self, ctx: ShapeContext) -> bool:
-        """Whether ctx's model can be built and translated in the time left (`build_s_predicted`); always while
-        there is no plan."""
-        return math.isinf(self.incumbent) or self.build_s_predicted(ctx) <= self.remaining()
+        """Whether ctx's model can be built and translated within BUILD_SHARE of the time left
+        (`build_s_predicted`); always while there is no plan."""
+        return math.isinf(self.incumbent) or self.build_s_predicted(ctx) <= BUILD_SHARE * self.remaining()
 
     def build_s_predicted(self, ctx: ShapeContext) -> float:
         """Seconds to build and translate ctx's model: `build_prior_s` times the pace of the builds of its kind so
@@ -413,10 +427,10 @@ class ShapeSearch:
         pace = seconds / prior if prior else 1.0
         return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_path_arguments(ctx))
 
-    def build(self, i: int, ctx: ShapeContext, learn: bool = True) -> HighsModel:
+    def build(self, i: int, ctx: ShapeContext) -> HighsModel:
         """Shape i's model over ctx's buildings, translated to HiGHS; its stream paths are run first and timed
         apart (they are kept for every later shape of the same pipeline), so that the pace learns builds alone
-        (`built`; not from a model of fewer pairs than its shape's, `learn` False: it builds faster than its prior)."""
+        (`built`)."""
         paths = time.perf_counter()
         for args in stream_path_arguments(ctx):
             stream_paths(*args)
@@ -427,25 +441,25 @@ class ShapeSearch:
                         held_rate_floor_usd_s(instance, ctx.shape, ctx.buildings) if priced_rows_needed(
                             instance.search) else 0.0)
         model = HighsModel(build_model(ctx, floors))
-        self.built(ctx, time.perf_counter() - built, learn)
+        self.built(ctx, time.perf_counter() - built)
         return model
 
-    def built(self, ctx: ShapeContext, seconds: float, learn: bool = True) -> None:
-        """Count ctx's model built in `seconds`; when `learn`, the pace of its kind (over one building, or over
-        more) learns from it."""
+    def built(self, ctx: ShapeContext, seconds: float) -> None:
+        """Count ctx's model built in `seconds`; the pace of its kind (over one building, or over more) learns from
+        it."""
         self.build_s += seconds
-        if learn and len(ctx.buildings) > 1:
+        if len(ctx.buildings) > 1:
             self.model_build_s += seconds
             self.model_prior_s += build_prior_s(ctx)
-        elif learn:
+        else:
             self.single_build_s += seconds
             self.single_prior_s += build_prior_s(ctx)
 
     def narrowed_model(self, i: int, buildings: list[str], pairs: list[Pair],
                        check_fit: bool = True) -> tuple[HighsModel, ShapeContext] | None:
         """Shape i's model over `buildings` holding only `pairs` (`narrowed`), with its context: one of the
-        KEPT_MODELS most recently used, or built now (the pace learns from it only when it holds every pair of the
-        shape, `built`); None when it must be built and, with `check_fit`, its build does not fit the time left."""
+        KEPT_MODELS most recently used, or built now (`build`); None when it must be built and, with `check_fit`, its
+        build does not fit the time left."""
         key = (i, tuple(buildings), tuple(pairs))
         if key in self.kept:
             self.kept.move_to_end(key)
@@ -454,7 +468,7 @@ class ShapeSearch:
         sub = narrowed(ctx, buildings, pairs)
         if check_fit and not self.fits(sub):
             return None
-        self.kept[key] = self.build(i, sub, learn=len(pairs) == len(ctx.pairs)), sub
+        self.kept[key] = self.build(i, sub), sub
         if len(self.kept) > KEPT_MODELS:
             self.kept.popitem(last=False)
         return self.kept[key]

@@ -20,6 +20,7 @@ from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.shapes import enumerate_shapes
 from scaleacross_milp.milp.solve import (
+    BUILD_SHARE,
     InfeasibleInstance,
     ShapeSearch,
     build_prior_s,
@@ -223,8 +224,8 @@ def test_short_sequences_keep_context_parallel_degree_one(tiny):
 
 def test_a_model_is_built_only_when_its_predicted_build_fits_the_time_left(tiny):
     # Builds cannot be interrupted: with a plan in hand, a shape's model is built only when the prior build time of
-    # its extent (stages x buildings^2), scaled by the pace of the builds so far, fits in what remains; without a
-    # plan, always.
+    # its extent (stages x buildings^2), scaled by the pace of the builds so far, fits in BUILD_SHARE of what
+    # remains (the rest is for solving it); without a plan, always.
     instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
                                {"name": "B", "gpus": 16, "gpu_type": "h100"}],
                     links=[{"a": "A", "b": "B", "capacity_gbit_s": 400, "distance_km": 10}])
@@ -238,10 +239,11 @@ def test_a_model_is_built_only_when_its_predicted_build_fits_the_time_left(tiny)
     assert search.affordable(i)  # no plan yet
     search.best = SimpleNamespace(objective=1.0, index=i, model=SimpleNamespace(shortest_run_s=0.0))
     assert not search.affordable(i)  # builds so far ran a million times slower than the prior
-    pace = search.remaining() * 1.1 / build_prior_s(search.ctx(i))  # the build would take 10 % longer than is left
+    share = BUILD_SHARE * search.remaining()  # what a build may take of the time left: the rest is for its solve
+    pace = share * 1.1 / build_prior_s(search.ctx(i))  # the build would take 10 % longer than that
     search.model_build_s, search.model_prior_s = pace, 1.0
     assert not search.affordable(i)
-    search.model_build_s = pace / 2.2
+    search.model_build_s = pace / 1.2
     assert search.affordable(i)
 
 
@@ -375,6 +377,15 @@ def test_a_restriction_s_model_is_built_once_and_reused_while_kept(tiny, monkeyp
     search.narrowed_model(i, buildings, pairs[:1])  # another model: the first one is dropped
     assert len(builds) == 2 and len(search.kept) == 1
     assert search.narrowed_model(i, buildings, pairs)[0] is not model and len(builds) == 3
+
+
+def test_a_model_of_fewer_options_and_variants_is_predicted_to_build_faster(tiny):
+    # Rows come per schedule option (pipeline rows) and per DP variant (DP rows): a restriction's model holding one
+    # pair builds faster than the shape's model of every pair, and the prior says so, so the pace learns from both.
+    ctx = two_hall_search(tiny).ctx(0)
+    assert len({o for o, _ in ctx.pairs}) > 1 or len({v for _, v in ctx.pairs}) > 1
+    one_pair = narrowed(ctx, ctx.buildings, list(ctx.pairs)[:1])
+    assert build_prior_s(one_pair) < build_prior_s(ctx)
 
 
 def test_one_building_models_learn_a_pace_of_their_own(tiny):
