@@ -195,6 +195,7 @@ BUILD_SHARE = 0.5
 to fit the 3.5 s left, built in 1.7 s and its pattern solve found nothing in the 0.9 s after it, while a PP 21 model
 over 10 buildings (0.7 s) gives a plan twice as fast."""
 
+
 def build_prior_s(ctx: ShapeContext) -> float:
     """BUILD_OVERHEAD_S + `extent` x (BUILD_S_PER_EXTENT + BUILD_S_PER_EXTENT_OPTION O + BUILD_S_PER_EXTENT_VARIANT V)
     + BUILD_S_PER_STAGE_PAIR p^2 for ctx's model, O and V the schedule options and DP variants among its pairs."""
@@ -704,6 +705,8 @@ class ShapeSearch:
                     if pairs else None
                 if restricted is None:
                     continue
+                if self.remaining() <= 0:  # the build took what was left
+                    return
                 tried += 1
                 model, sub = restricted
                 with fixed_cells(model.model, scaled.cells), fixed_decisions(
