@@ -226,8 +226,8 @@ class ShapeSearch:
 
     Phase 1 takes the front shape, and the front shape of every span (the fewest buildings a shape's GPUs need),
     so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use the whole
-    cluster; it solves each one's restrictions (`patterns.restrictions`, small models), then each one's named
-    patterns on its full model where that model is affordable. Phase 2 runs
+    cluster; it solves each one's restrictions (`patterns.restrictions`, small models), climbing from each new plan
+    (`climb`), then each one's named patterns on its full model where that model is affordable. Phase 2 runs
     rounds (`solve_round`): each round solves the full MILP of every open shape that can still beat the incumbent by
     more than the gap, one (schedule option, DP variant) pair at a time (`solve_pair`), pairs in bound order across
     shapes, within a node budget that grows by NODE_GROWTH per round (a shape's restrictions and patterns first, if
@@ -758,7 +758,7 @@ class ShapeSearch:
         for i in sorted(fronts, key=self.restriction_extent if self.best is None else self.key):
             if self.remaining() > 0:
                 self.try_restriction(i)
-        self.climb()
+                self.climb()
         for i in fronts:
             if self.remaining() > 0 and self.affordable(i):
                 self.try_patterns(i)

@@ -314,6 +314,22 @@ def two_hall_search(tiny) -> ShapeSearch:
                        threads=1)
 
 
+def test_phase_one_climbs_from_each_fronts_restriction_before_the_next(tiny, monkeypatch):
+    # Each front's restriction may move the plan; the climb from it comes before the next front's restriction, not
+    # after the last (generated medium seed 15's fronts walked its plan to PP 8 and the climb to PP 9 came too late).
+    search = two_hall_search(tiny)
+    calls = []
+    monkeypatch.setattr(ShapeSearch, "try_restriction", lambda self, i, *args, **kw: calls.append(("restriction", i)))
+    monkeypatch.setattr(ShapeSearch, "climb", lambda self: calls.append(("climb",)))
+    monkeypatch.setattr(ShapeSearch, "try_patterns", lambda self, i, *args, **kw: None)
+    monkeypatch.setattr(ShapeSearch, "solve_round", lambda self, nodes: False)
+    monkeypatch.setattr(ShapeSearch, "settle", lambda self: None)
+    search.run()
+    restricted = [n for n, call in enumerate(calls) if call[0] == "restriction"]
+    assert len(restricted) >= 2  # the least bound's front and the one-hall span's
+    assert all(calls[n + 1] == ("climb",) for n in restricted)
+
+
 def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it(tiny):
     # Fixing the schedule option and DP variant pair by pair splits the shape's MILP into disjoint parts: the best
     # part's optimum is the whole model's, and the shape's bound is the least of the parts' bounds.
