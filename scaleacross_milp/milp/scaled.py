@@ -25,7 +25,8 @@ from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.patterns import Cells, dp_out_cells, holders, pp_out_cells
 
 SCALED_PER_KIND = 2
-"""Shapes tried per kind (DP-out, PP-out) from one plan: those with the best bounds."""
+"""Shapes tried per kind (DP-out, PP-out) from one plan: the first in `solve.climbing_order` (least bound, then the
+nearest) whose model is kept or fits the time left (`ShapeSearch.scale_out`)."""
 
 
 @dataclass(frozen=True)
