@@ -22,6 +22,7 @@ from scaleacross_milp.costmodel.costs import DPVariant, ShapeCosts
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.model import ModelSpec
 from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.training import Training
 
 
 def chunk_layers(layers_per_rank: Sequence[int], stage_map: Sequence[int]) -> list[range]:
@@ -70,15 +71,38 @@ def moe_pattern(model: ModelSpec) -> MoEPattern | None:
     return MoEPattern(gap, len(indices) / model.layers, indices[0] if periodic else None)
 
 
+def pure_models(model: ModelSpec) -> tuple[ModelSpec, ModelSpec]:
+    """(dense, MoE): `model` with every layer dense, and with every layer MoE."""
+    return tuple(model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
+                 for layers in ([], list(range(model.layers))))
+
+
 def kind_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> tuple[ShapeCosts, ShapeCosts]:
     """(dense, MoE): `shape` priced as if every layer were dense, and as if every layer were MoE."""
-    model = instance.model_spec
+    return tuple(build_shape_costs(instance.model_copy(update={"model": spec}), shape, variants)
+                 for spec in pure_models(instance.model_spec))
 
-    def pure(layers: list[int]) -> ShapeCosts:
-        spec = model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
-        return build_shape_costs(instance.model_copy(update={"model": spec}), shape, variants)
 
-    return pure([]), pure(list(range(model.layers)))
+@dataclass(frozen=True)
+class MoEMemory:
+    """What one MoE layer holds per GPU beyond a dense one (each at least 0), for a model that mixes kinds: the
+    memory rows charge a stage these per MoE layer beyond its average share (`milp.formulation.memory`)."""
+
+    pattern: MoEPattern
+    activation_bytes: float
+    """Per layer and in-flight microbatch."""
+    state_bytes: dict[DPVariant, float]
+
+
+def moe_memory(model: ModelSpec, shape: Shape, training: Training, variants: list[DPVariant]) -> MoEMemory | None:
+    """`MoEMemory` from each kind's `memory.shape_memory` (byte counts only: no time is priced); None for a model
+    with one kind of layer."""
+    pattern = moe_pattern(model)
+    if pattern is None:
+        return None
+    dense, moe = (memory.shape_memory(spec, shape, training, variants) for spec in pure_models(model))
+    return MoEMemory(pattern, max(0.0, moe.activation_bytes_per_layer - dense.activation_bytes_per_layer),
+                     {v: max(0.0, moe.layer_state_bytes[v] - dense.layer_state_bytes[v]) for v in variants})
 
 
 def stage_bytes_held(instance: Instance, costs: ShapeCosts, variant: DPVariant, layers_per_rank: Sequence[int],

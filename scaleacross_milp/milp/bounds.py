@@ -546,7 +546,7 @@ def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) 
 
 def stage_rooms(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> np.ndarray:
     """Layers each stage can hold within the largest HBM under a schedule option and DP variant."""
-    return stage_room_table(ctx.costs, ctx.hbm_bytes, ctx.shape, [option], [variant])[0, 0]
+    return stage_room_table(ctx.costs, ctx.hbm_bytes, ctx.shape, [option], [variant], ctx.moe_memory)[0, 0]
 
 
 def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:

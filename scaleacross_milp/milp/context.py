@@ -9,9 +9,9 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from scaleacross_milp.calibration.piecewise import Breakpoints, breakpoints
-from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs
+from scaleacross_milp.costmodel.build import InstanceTables, build_shape_costs, usable_hbm_bytes
 from scaleacross_milp.costmodel.costs import DPVariant, GPUCosts, ShapeCosts
-from scaleacross_milp.costmodel.layer_kinds import MoEPattern, kind_costs, moe_pattern
+from scaleacross_milp.costmodel.layer_kinds import MoEMemory, MoEPattern, kind_costs, moe_memory, moe_pattern
 from scaleacross_milp.costmodel.memory import ShapeMemory
 from scaleacross_milp.costmodel.network import (
     PriceLine,
@@ -73,11 +73,40 @@ def stage_memory_table(memory: ShapeMemory | ShapeCosts, shape: Shape, options: 
 
 
 def stage_room_table(memory: ShapeMemory | ShapeCosts, hbm_bytes: float, shape: Shape,
-                     options: list[ScheduleOption], variants: list[DPVariant]) -> np.ndarray:
-    """room[o, v, j]: layers stage j can hold within `hbm_bytes` under option o and variant v:
-    floor(max(hbm - fixed, 0) / per_layer) (`stage_memory_table`)."""
+                     options: list[ScheduleOption], variants: list[DPVariant],
+                     moe: MoEMemory | None = None) -> np.ndarray:
+    """room[o, v, j]: layers stage j can hold within `hbm_bytes` under option o and variant v (`stage_memory_table`:
+    fixed F and average per-layer bytes P): floor(max(hbm - F, 0) / P); for a model that mixes kinds (`moe`), the
+    most n with F + n P + (e(n) - s n) x <= hbm, x what an MoE layer holds beyond a dense one and e(n) the MoE layers
+    the memory rows count in n layers (`formulation.layer_kinds`): c ceil(n / (c k)) for c chunks per rank, and
+    ceil((n - a) / k) past the first MoE layer a on stage 0 under one chunk (`moe_rooms`)."""
     fixed, per_layer = stage_memory_table(memory, shape, options, variants)
-    return np.floor(np.maximum(hbm_bytes - fixed, 0.0) / per_layer)
+    free = np.maximum(hbm_bytes - fixed, 0.0)
+    if moe is None:
+        return np.floor(free / per_layer)
+    extra = (moe.activation_bytes * inflight_table(tuple(options), shape.pp, shape.microbatches)[:, None, :]
+             + np.array([moe.state_bytes[v] for v in variants])[None, :, None])
+    dense = per_layer - moe.pattern.share * extra
+    if (dense <= 0).any():  # the closed form needs each layer to add bytes; the average alone stays necessary
+        return np.floor(free / per_layer)
+    chunks = np.array([option.layer_granularity for option in options], dtype=float)[:, None, None]
+    lead = np.zeros_like(free)
+    if moe.pattern.first is not None:
+        lead[chunks[:, 0, 0] == 1, :, 0] = moe.pattern.first
+    return moe_rooms(free, dense, extra, chunks, chunks * moe.pattern.interval, lead)
+
+
+def moe_rooms(free: np.ndarray, dense: np.ndarray, extra: np.ndarray, chunks: np.ndarray, window: np.ndarray,
+              lead: np.ndarray) -> np.ndarray:
+    """The most n (elementwise) with n dense + e(n) extra <= free, where the first `lead` layers hold no MoE layer
+    and past them every `window` layers started hold `chunks` MoE layers, e(n) = chunks ceil((n - lead) / window):
+    lead layers, then whole windows of window dense + chunks extra bytes, then r < window more layers once a new
+    window's chunks extra fit."""
+    past = free - lead * dense
+    whole = np.floor(np.maximum(past, 0.0) / (window * dense + chunks * extra))
+    left = past - whole * (window * dense + chunks * extra) - chunks * extra
+    part = np.clip(np.floor(left / dense), 0, window - 1)
+    return np.where(past < 0, np.floor(free / dense), lead + whole * window + part)
 
 
 def attainable(options: list[ScheduleOption], layers: int, pp: int) -> list[ScheduleOption]:
@@ -85,16 +114,49 @@ def attainable(options: list[ScheduleOption], layers: int, pp: int) -> list[Sche
     return [o for o in options if layers % o.layer_granularity == 0 and layers >= o.layer_granularity * pp]
 
 
-def admissible(memory: ShapeMemory | ShapeCosts, hbm_bytes: float, shape: Shape, layers: int,
-               options: list[ScheduleOption], variants: list[DPVariant]) -> list[Pair]:
-    """(option, variant) pairs that can hold the model: o's layer granularity attainable (`attainable`), and per
-    stage the layers that fit in `hbm_bytes` (`stage_room_table`) at least one and, capped at L - p + 1, summing to
-    at least L. In option-major order."""
+HBMTier = tuple[float, int]
+"""(usable HBM bytes h_t, K_t): the most stages whose D cells can all sit on GPUs with at least h_t usable HBM."""
+
+
+def hbm_tiers(instance: Instance, buildings: list[str], shape: Shape) -> list[HBMTier]:
+    """One `HBMTier` per distinct usable HBM among `buildings`, largest first: K_t = floor(sum over buildings k with
+    HBM_k >= h_t of floor(gpus_k / cell GPUs) / D). A stage needs what its GPUs hold in every building it uses."""
+    cells: dict[float, int] = {}
+    for name in buildings:
+        building = instance.topology.building(name)
+        hbm = usable_hbm_bytes(instance.gpu_types[building.gpu_type])
+        cells[hbm] = cells.get(hbm, 0) + building.gpus // shape.cell_gpus
+    tiers, held = [], 0
+    for hbm in sorted(cells, reverse=True):
+        held += cells[hbm]
+        tiers.append((hbm, held // shape.cells_per_stage))
+    return tiers
+
+
+def admissible(memory: ShapeMemory | ShapeCosts, tiers: list[HBMTier], shape: Shape, layers: int,
+               options: list[ScheduleOption], variants: list[DPVariant], moe: MoEMemory | None = None) -> list[Pair]:
+    """(option, variant) pairs that can hold the model on the buildings' HBM (`hbm_tiers`, largest first): o's layer
+    granularity attainable (`attainable`), and with r_t[j] = min(layers stage j holds within h_t
+    (`stage_room_table`, with each MoE layer's bytes as the memory rows count them when `moe` is given),
+    L - p + 1):
+        r_1[j] >= 1 for every stage and sum_j r_1[j] >= L                       (every stage on the largest HBM)
+        for each tier t with K_t < p: some set S of at most K_t stages, holding every stage with r_{t+1}[j] < 1,
+        has sum_{j in S} r_1[j] + sum_{j not in S} r_{t+1}[j] >= L             (at most K_t stages above h_{t+1})
+    Each is necessary: a stage outside the K_t whose cells all have HBM >= h_t holds at most r_{t+1}[j] layers. With
+    two HBM sizes they are exact over the per-stage rooms. In option-major order."""
     options = attainable(options, layers, shape.pp)
     if not options or not variants:
         return []
-    room = stage_room_table(memory, hbm_bytes, shape, options, variants)
-    fits = (room.min(axis=2) >= 1) & (np.minimum(room, layers - shape.pp + 1).sum(axis=2) >= layers)
+    most = layers - shape.pp + 1
+    rooms = [np.minimum(stage_room_table(memory, hbm, shape, options, variants, moe), most) for hbm, _ in tiers]
+    top = rooms[0]
+    fits = (top.min(axis=2) >= 1) & (top.sum(axis=2) >= layers)
+    for (_, stages), lower in zip(tiers[:-1], rooms[1:], strict=True):
+        if stages >= shape.pp:
+            continue
+        gain, must = top - lower, lower < 1
+        ranked = np.take_along_axis(gain, np.argsort(np.where(must, -np.inf, -gain), axis=2), axis=2)
+        fits &= (must.sum(axis=2) <= stages) & (lower.sum(axis=2) + ranked[..., :stages].sum(axis=2) >= layers)
     return [(options[o], variants[v]) for o, v in zip(*np.nonzero(fits), strict=True)]
 
 
@@ -111,12 +173,12 @@ class ShapeContext:
 
     @cached_property
     def pairs(self) -> list[Pair]:
-        """The shape's admissible (schedule option, DP variant) pairs (`admissible`, on the largest HBM of its GPU
-        types), found once."""
+        """The shape's admissible (schedule option, DP variant) pairs (`admissible` on its buildings' `hbm_tiers`),
+        found once."""
         if self.screened_pairs is not None:
             return list(self.screened_pairs)
-        return admissible(self.costs, self.hbm_bytes, self.shape, self.instance.model_spec.layers, self.options,
-                          self.variants)
+        return admissible(self.costs, hbm_tiers(self.instance, self.buildings, self.shape), self.shape,
+                          self.instance.model_spec.layers, self.options, self.variants, self.moe_memory)
 
     @property
     def hbm_bytes(self) -> float:
@@ -345,6 +407,11 @@ class ShapeContext:
     def moe_pattern(self) -> MoEPattern | None:
         """The model's MoE placement when it mixes dense and MoE layers (`costmodel.layer_kinds`), else None."""
         return moe_pattern(self.instance.model_spec)
+
+    @cached_property
+    def moe_memory(self) -> MoEMemory | None:
+        """What an MoE layer holds beyond a dense one (`costmodel.layer_kinds.moe_memory`), for the memory screen."""
+        return moe_memory(self.instance.model_spec, self.shape, self.instance.training, self.variants)
 
     @cached_property
     def kind_tables(self) -> tuple[ShapeCosts, ShapeCosts] | None:

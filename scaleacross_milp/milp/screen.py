@@ -23,6 +23,7 @@ import numpy as np
 
 from scaleacross_milp.costmodel.build import InstanceTables, cell_costs, instance_tables
 from scaleacross_milp.costmodel.costs import DPVariant
+from scaleacross_milp.costmodel.layer_kinds import moe_memory
 from scaleacross_milp.costmodel.memory import ShapeMemory, shape_memory
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.bounds import LinkTable, compute_floor_s, crossing_floors, link_table, lower_bound_s
@@ -31,6 +32,7 @@ from scaleacross_milp.milp.context import (
     ShapeContext,
     admissible,
     attainable,
+    hbm_tiers,
     shape_context,
     shape_options,
     stage_memory_table,
@@ -164,8 +166,9 @@ def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -
             result.no_dp_variant += 1
         elif not fits_capacity(instance, shape):
             result.no_capacity += 1
-        elif not (pairs := admissible(memory := shape_memory(model, shape, training, variants), tables.hbm_bytes,
-                                      shape, model.layers, options, variants)):
+        elif not (pairs := admissible(memory := shape_memory(model, shape, training, variants),
+                                      hbm_tiers(instance, routes.buildings, shape), shape, model.layers, options,
+                                      variants, moe_memory(model, shape, training, variants))):
             result.no_memory.append((min_memory_gib(memory, shape, model.layers, options, variants), shape))
         else:
             used_options, used_variants = {o for o, _ in pairs}, {v for _, v in pairs}

@@ -23,7 +23,7 @@ from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.costmodel.stream_paths import pending_s, stream_paths
 from scaleacross_milp.gcpause import collect_left_cycles
 from scaleacross_milp.milp.bounds import cycle_floor_s, first_stage_lower_bound_s, held_rate_floor_usd_s
-from scaleacross_milp.milp.context import Pair, ShapeContext
+from scaleacross_milp.milp.context import Pair, ShapeContext, admissible, hbm_tiers
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import Floors, build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
@@ -118,10 +118,13 @@ def infeasibility(instance: Instance, screening: Screening) -> InfeasibleInstanc
         )
     if screening.no_memory:
         need, shape = min(screening.no_memory, key=lambda item: item[0])
+        against = (f"against {screening.hbm_gib:.1f} GiB usable HBM" if need > screening.hbm_gib else
+                   f"at its average layer, but no split of its layers fits once each stage counts its MoE layers and "
+                   f"sits on GPUs that hold it ({screening.hbm_gib:.1f} GiB usable HBM at most)")
         return InfeasibleInstance(
             f"memory: the model does not fit under any allowed shape; the smallest per-GPU need is {need:.1f} GiB "
-            f"({shape.label()}) against {screening.hbm_gib:.1f} GiB usable HBM. Allow more GPUs, larger "
-            f"search.tp_degrees / pp_degrees, FSDP/HSDP in search.dp_modes, or training.recompute 'full'."
+            f"({shape.label()}) {against}. Allow more GPUs, larger search.tp_degrees / pp_degrees, FSDP/HSDP in "
+            f"search.dp_modes, or training.recompute 'full'."
         )
     if screening.no_dp_variant and not screening.no_capacity and not screening.no_schedule:
         return InfeasibleInstance(
@@ -154,6 +157,15 @@ class Incumbent:
     ctx: ShapeContext
     size: dict[str, int]
     values: list[float | None]
+
+
+def held_pairs(ctx: ShapeContext, buildings: list[str], pairs: list[Pair]) -> list[Pair]:
+    """Those of `pairs` that `buildings` alone can hold in memory (`admissible` on their `hbm_tiers`): a restriction
+    to buildings of smaller HBM may hold none, and its model would be infeasible."""
+    held = set(admissible(ctx.costs, hbm_tiers(ctx.instance, buildings, ctx.shape), ctx.shape,
+                          ctx.instance.model_spec.layers, list(dict.fromkeys(o for o, _ in pairs)),
+                          list(dict.fromkeys(v for _, v in pairs)), ctx.moe_memory))
+    return [pair for pair in pairs if pair in held]
 
 
 def narrowed(ctx: ShapeContext, buildings: list[str], pairs: list[Pair]) -> ShapeContext:
@@ -624,7 +636,10 @@ class ShapeSearch:
         ctx = self.ctx(i)
         pairs = ctx.pairs if every_pair else self.restriction_pairs(i)
         for restriction in restrictions(ctx) if pairs else []:
-            restricted = self.narrowed_model(i, restriction.buildings, pairs, check_fit=time_limit_s is None)
+            held = held_pairs(ctx, restriction.buildings, pairs)
+            if not held:
+                continue
+            restricted = self.narrowed_model(i, restriction.buildings, held, check_fit=time_limit_s is None)
             if restricted is None:
                 return
             model = restricted[0]
@@ -699,10 +714,11 @@ class ShapeSearch:
                 scaled = make(ctx)
                 if scaled is None or not self.promising(self.bounds[i]):
                     continue
-                pairs = [(o, v) for o, v in ctx.pairs if (option not in ctx.options or o == option)
-                         and (variant not in ctx.variants or v == variant)]
-                restricted = self.narrowed_model(i, [k for k in ctx.buildings if k in holders(scaled.cells)], pairs) \
-                    if pairs else None
+                buildings = [k for k in ctx.buildings if k in holders(scaled.cells)]
+                pairs = held_pairs(ctx, buildings, [(o, v) for o, v in ctx.pairs if (option not in ctx.options or
+                                                                                     o == option)
+                                                    and (variant not in ctx.variants or v == variant)])
+                restricted = self.narrowed_model(i, buildings, pairs) if pairs else None
                 if restricted is None:
                     continue
                 if self.remaining() <= 0:  # the build took what was left
