@@ -71,16 +71,40 @@ def moe_pattern(model: ModelSpec) -> MoEPattern | None:
     return MoEPattern(gap, len(indices) / model.layers, indices[0] if periodic else None)
 
 
-def pure_models(model: ModelSpec) -> tuple[ModelSpec, ModelSpec]:
-    """(dense, MoE): `model` with every layer dense, and with every layer MoE."""
-    return tuple(model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
-                 for layers in ([], list(range(model.layers))))
+@dataclass(frozen=True)
+class KindModels:
+    """A model that mixes kinds: its MoEPattern, and the model with every layer dense and with every layer MoE."""
+
+    pattern: MoEPattern
+    dense: ModelSpec
+    moe: ModelSpec
+
+
+_KINDS: dict[int, tuple[ModelSpec, KindModels | None]] = {}
+"""`kind_models` by the model object's identity (the object is held, so its id is not reused): screening asks per
+shape, and the copies' parameter counts are then found once (`memory.model_params`)."""
+
+
+def kind_models(model: ModelSpec) -> KindModels | None:
+    """The model's `KindModels`, made once per model object; None for a model with one kind of layer."""
+    seen = _KINDS.get(id(model))
+    if seen is None or seen[0] is not model:
+        if len(_KINDS) >= 64:
+            _KINDS.clear()
+        pattern = moe_pattern(model)
+        kinds = None if pattern is None else KindModels(pattern, *(
+            model.model_copy(update={"moe": model.moe.model_copy(update={"moe_layers": layers})})
+            for layers in ([], list(range(model.layers)))))
+        seen = _KINDS[id(model)] = (model, kinds)
+    return seen[1]
 
 
 def kind_costs(instance: Instance, shape: Shape, variants: list[DPVariant]) -> tuple[ShapeCosts, ShapeCosts]:
-    """(dense, MoE): `shape` priced as if every layer were dense, and as if every layer were MoE."""
+    """(dense, MoE): `shape` priced as if every layer were dense, and as if every layer were MoE (a model that mixes
+    kinds)."""
+    kinds = kind_models(instance.model_spec)
     return tuple(build_shape_costs(instance.model_copy(update={"model": spec}), shape, variants)
-                 for spec in pure_models(instance.model_spec))
+                 for spec in (kinds.dense, kinds.moe))
 
 
 @dataclass(frozen=True)
@@ -95,14 +119,16 @@ class MoEMemory:
 
 
 def moe_memory(model: ModelSpec, shape: Shape, training: Training, variants: list[DPVariant]) -> MoEMemory | None:
-    """`MoEMemory` from each kind's `memory.shape_memory` (byte counts only: no time is priced); None for a model
+    """`MoEMemory` from each kind's per-layer bytes (`memory`: byte counts only, no time is priced); None for a model
     with one kind of layer."""
-    pattern = moe_pattern(model)
-    if pattern is None:
+    kinds = kind_models(model)
+    if kinds is None:
         return None
-    dense, moe = (memory.shape_memory(spec, shape, training, variants) for spec in pure_models(model))
-    return MoEMemory(pattern, max(0.0, moe.activation_bytes_per_layer - dense.activation_bytes_per_layer),
-                     {v: max(0.0, moe.layer_state_bytes[v] - dense.layer_state_bytes[v]) for v in variants})
+    dense, moe = kinds.dense, kinds.moe
+    return MoEMemory(kinds.pattern, max(0.0, memory.average_activation_bytes(moe, shape, training)
+                                  - memory.average_activation_bytes(dense, shape, training)),
+                     {v: max(0.0, memory.layer_state_bytes(moe, shape, training, v)
+                             - memory.layer_state_bytes(dense, shape, training, v)) for v in variants})
 
 
 def stage_bytes_held(instance: Instance, costs: ShapeCosts, variant: DPVariant, layers_per_rank: Sequence[int],

@@ -72,28 +72,31 @@ def stage_memory_table(memory: ShapeMemory | ShapeCosts, shape: Shape, options: 
     return fixed, per_layer
 
 
-def stage_room_table(memory: ShapeMemory | ShapeCosts, hbm_bytes: float, shape: Shape,
+def stage_room_table(memory: ShapeMemory | ShapeCosts, hbm_bytes: float | np.ndarray, shape: Shape,
                      options: list[ScheduleOption], variants: list[DPVariant],
                      moe: MoEMemory | None = None) -> np.ndarray:
     """room[o, v, j]: layers stage j can hold within `hbm_bytes` under option o and variant v (`stage_memory_table`:
-    fixed F and average per-layer bytes P): floor(max(hbm - F, 0) / P); for a model that mixes kinds (`moe`), the
-    most n with F + n P + (e(n) - s n) x <= hbm, x what an MoE layer holds beyond a dense one and e(n) the MoE layers
-    the memory rows count in n layers (`formulation.layer_kinds`): c ceil(n / (c k)) for c chunks per rank, and
-    ceil((n - a) / k) past the first MoE layer a on stage 0 under one chunk (`moe_rooms`)."""
+    fixed F and average per-layer bytes P): floor(max(hbm - F, 0) / P); for a model that mixes kinds (`moe`), at
+    most the most n with F + n P + (e(n) - s n) x <= hbm, x what an MoE layer holds beyond a dense one and e(n) the MoE
+    layers the memory rows count in n layers (`formulation.layer_kinds`): c ceil(n / (c k)) for c chunks per rank,
+    and ceil((n - a) / k) past the first MoE layer a on stage 0 under one chunk (`moe_rooms`). Both are necessary:
+    the rows charge F + n P + max(0, e(n) - s n) x. `hbm_bytes` may be an array of shape (T, 1, 1, 1): one table per
+    HBM size."""
     fixed, per_layer = stage_memory_table(memory, shape, options, variants)
     free = np.maximum(hbm_bytes - fixed, 0.0)
+    average = np.floor(free / per_layer)
     if moe is None:
-        return np.floor(free / per_layer)
+        return average
     extra = (moe.activation_bytes * inflight_table(tuple(options), shape.pp, shape.microbatches)[:, None, :]
              + np.array([moe.state_bytes[v] for v in variants])[None, :, None])
     dense = per_layer - moe.pattern.share * extra
     if (dense <= 0).any():  # the closed form needs each layer to add bytes; the average alone stays necessary
-        return np.floor(free / per_layer)
+        return average
     chunks = np.array([option.layer_granularity for option in options], dtype=float)[:, None, None]
-    lead = np.zeros_like(free)
+    lead = np.zeros((len(options), 1, shape.pp))
     if moe.pattern.first is not None:
-        lead[chunks[:, 0, 0] == 1, :, 0] = moe.pattern.first
-    return moe_rooms(free, dense, extra, chunks, chunks * moe.pattern.interval, lead)
+        lead[chunks[:, 0, 0] == 1, 0, 0] = moe.pattern.first
+    return np.minimum(average, moe_rooms(free, dense, extra, chunks, chunks * moe.pattern.interval, lead))
 
 
 def moe_rooms(free: np.ndarray, dense: np.ndarray, extra: np.ndarray, chunks: np.ndarray, window: np.ndarray,
@@ -148,12 +151,14 @@ def admissible(memory: ShapeMemory | ShapeCosts, tiers: list[HBMTier], shape: Sh
     if not options or not variants:
         return []
     most = layers - shape.pp + 1
-    rooms = [np.minimum(stage_room_table(memory, hbm, shape, options, variants, moe), most) for hbm, _ in tiers]
+    short = [stages for _, stages in tiers if stages < shape.pp]  # K_t < p: a prefix, as K_t grows with t
+    if len(short) == len(tiers):  # the buildings do not hold p stages
+        return []
+    hbm = np.array([hbm for hbm, _ in tiers[:len(short) + 1]])
+    rooms = np.minimum(stage_room_table(memory, hbm[:, None, None, None], shape, options, variants, moe), most)
     top = rooms[0]
     fits = (top.min(axis=2) >= 1) & (top.sum(axis=2) >= layers)
-    for (_, stages), lower in zip(tiers[:-1], rooms[1:], strict=True):
-        if stages >= shape.pp:
-            continue
+    for stages, lower in zip(short, rooms[1:], strict=True):
         gain, must = top - lower, lower < 1
         ranked = np.take_along_axis(gain, np.argsort(np.where(must, -np.inf, -gain), axis=2), axis=2)
         fits &= (must.sum(axis=2) <= stages) & (lower.sum(axis=2) + ranked[..., :stages].sum(axis=2) >= layers)

@@ -86,6 +86,7 @@ def test_a_stage_holds_the_layers_the_memory_rows_let_it_hold_counting_its_moe_l
 
                     held = np.array([max(0, math.ceil((n - 1) / 2)) if (j, c) == (0, 1) else c * math.ceil(n / (2 * c))
                                      for n in counts])
-                    need = fixed[o, v, j] + counts * per_layer[o, v, j] + (held - moe.pattern.share * counts) * extra
+                    beyond = np.maximum(0, held - moe.pattern.share * counts)
+                    need = fixed[o, v, j] + counts * per_layer[o, v, j] + beyond * extra
                     fitting = counts[need <= hbm]
                     assert min(rooms[o, v, j], most) == (fitting.max() if fitting.size else 0), (option, variant, j)
