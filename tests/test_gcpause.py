@@ -3,7 +3,9 @@ import weakref
 
 import pytest
 
-from scaleacross_milp.gcpause import collect_left_cycles, paused_cycle_collection
+from scaleacross_milp import gcpause
+from scaleacross_milp.gcpause import collect_if_grown, collect_left_cycles, paused_cycle_collection
+from scaleacross_milp.milp.solve import solve_instance
 
 
 def test_collector_paused_inside_and_restored_after_an_error():
@@ -53,3 +55,24 @@ def test_the_cycles_a_paused_block_left_are_collected_by_the_next_call_and_only_
     assert _generation_two_collections(collect_left_cycles) == 1
     assert left() is None
     assert _generation_two_collections(collect_left_cycles) == 0  # nothing paused since: no collection
+
+
+def test_a_long_paused_block_collects_once_it_holds_more_than_grown_objects(monkeypatch):
+    monkeypatch.setattr(gcpause, "GROWN_OBJECTS", 5_000)
+    with paused_cycle_collection():
+        gc.collect()  # the count starts at 0
+        node = _Node()
+        left = weakref.ref(node)
+        del node
+        assert _generation_two_collections(collect_if_grown) == 0  # one cycle held: below the threshold
+        held = [[] for _ in range(6_000)]
+        assert _generation_two_collections(collect_if_grown) == 1
+        assert left() is None and len(held) == 6_000
+
+
+def test_a_solve_runs_with_the_collector_paused(small_instance):
+    instance = small_instance(gpus=16, batch=16, search_defaults={"time_limit_s": 5})
+    seen = []
+    solve_instance(instance, progress=lambda _: seen.append(gc.isenabled()))
+    assert seen and not any(seen)
+    assert gc.isenabled()
