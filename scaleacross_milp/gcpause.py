@@ -16,7 +16,11 @@ def paused_cycle_collection() -> Iterator[None]:
     older-generation one rescans every object alive, though what such a block allocates stays alive: a replay's
     10^5 graph nodes and records (40 % of a 448-microbatch replay), a shape's Pyomo model (1.30 s -> 0.36 s for the
     131k-GPU Llama 3 405B instance's eight-building PP 32 model). Reference counting still frees what the block
-    drops; cycles it leaves are collected by the first collection after it, or by `collect_left_cycles`."""
+    drops; cycles it leaves are collected by the first full collection after it, or by `collect_left_cycles`.
+
+    On leaving, what the block allocated joins the oldest generation (`gc.freeze` then `gc.unfreeze`, two list
+    splices): left in the youngest, the first allocation after the block would rescan all of it at once (0.3-0.9 s
+    after a 5 s solve, inside its caller's clock), and what such a block leaves alive is long-lived anyway."""
     global _cycles_left
     enabled = gc.isenabled()
     gc.disable()
@@ -25,6 +29,8 @@ def paused_cycle_collection() -> Iterator[None]:
     finally:
         _cycles_left = True
         if enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

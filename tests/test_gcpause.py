@@ -76,3 +76,11 @@ def test_a_solve_runs_with_the_collector_paused(small_instance):
     solve_instance(instance, progress=lambda _: seen.append(gc.isenabled()))
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+def test_what_a_paused_block_allocated_joins_the_oldest_generation():
+    gc.collect()
+    with paused_cycle_collection():
+        held = [_Node() for _ in range(5_000)]
+    assert gc.get_count()[0] < 700  # the next allocation triggers no collection of the block's objects
+    assert any(node is held[0] for node in gc.get_objects(generation=2))
