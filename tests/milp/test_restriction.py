@@ -16,7 +16,7 @@ from scaleacross_milp.milp.highs import HighsModel, model_size, restore, solve_m
 from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
-from scaleacross_milp.milp.solve import ShapeSearch, climbing_order
+from scaleacross_milp.milp.solve import ShapeSearch, climbing_order, held_pairs
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.verifier import verify
@@ -136,3 +136,17 @@ def test_scaling_out_an_incumbent_reaches_a_plan_over_every_building_that_the_ve
     assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A", "B", "C"}
     verification, _ = verify(instance, plan)
     assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
+
+
+def test_a_restriction_keeps_only_the_pairs_its_own_buildings_can_hold(tiny):
+    # Llama 3 8B under DDP without recompute: a PP 1 stage needs a B200's HBM on each of its eight TP 2 cells, which
+    # A holds and B (H100) does not; a restriction to B would build a model HiGHS can only find infeasible
+    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "b200"},
+                               {"name": "B", "gpus": 24, "gpu_type": "h100"}],
+                    links=[{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 1}],
+                    search={"dp_modes": ["ddp"], "schedules": ["1f1b"]}, recompute="none")
+    ctx = shape_context(instance, Shape(tp=2, pp=1, dp=8, micro_batch=1, microbatches=2),
+                        route_table(instance.topology))
+    assert ctx.pairs
+    assert held_pairs(ctx, ["A"], ctx.pairs) == ctx.pairs
+    assert held_pairs(ctx, ["B"], ctx.pairs) == []
