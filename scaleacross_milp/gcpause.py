@@ -19,7 +19,7 @@ def paused_cycle_collection() -> Iterator[None]:
     drops; cycles it leaves are collected by the first full collection after it, or by `collect_left_cycles`.
 
     On leaving, what the block allocated joins the oldest generation (`gc.freeze` then `gc.unfreeze`, two list
-    splices): left in the youngest, the first allocation after the block would rescan all of it at once (0.3-0.9 s
+    splices): left in the youngest, the first allocation after the block would rescan all of it at once (0.5-0.9 s
     after a 5 s solve, inside its caller's clock), and what such a block leaves alive is long-lived anyway."""
     global _cycles_left
     enabled = gc.isenabled()
