@@ -53,8 +53,8 @@ def test_a_stage_needing_the_larger_hbm_must_find_its_cells_on_those_gpus(tiny):
     short = instance(8)
     ctx = shape_context(short, shape, route_table(short.topology))
     largest = admissible(ctx.costs, [(ctx.hbm_bytes, shape.pp)], shape, 32, ctx.options, ctx.variants)
-    assert largest and hbm_tiers(short, ctx.buildings, shape) == [(ctx.hbm_bytes, 0), (pytest.approx(79.6 * 0.92
-                                                                                                     * 2**30), 2)]
+    h100 = pytest.approx(79.6 * 0.92 * 2**30)  # usable HBM: 92 % of 79.6 GiB
+    assert largest and hbm_tiers(short, ctx.buildings, shape) == [(ctx.hbm_bytes, 0), (h100, 2)]
     assert ctx.pairs == []
     # the MILP agrees: with every pair the largest HBM admits, no placement fits
     unscreened = shape_context(short, shape, route_table(short.topology), pairs=largest)
@@ -83,7 +83,6 @@ def test_a_stage_holds_the_layers_the_memory_rows_let_it_hold_counting_its_moe_l
                 for j in range(shape.pp):
                     extra = (moe.activation_bytes * option.inflight_microbatches(shape.pp, j, shape.microbatches)
                              + moe.state_bytes[variant])
-
                     held = np.array([max(0, math.ceil((n - 1) / 2)) if (j, c) == (0, 1) else c * math.ceil(n / (2 * c))
                                      for n in counts])
                     beyond = np.maximum(0, held - moe.pattern.share * counts)
