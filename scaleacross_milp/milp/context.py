@@ -399,8 +399,12 @@ class ShapeContext:
         most = self.instance.model_spec.layers - self.shape.pp + 1
         if (variant, chunks) not in self._dp_sync_floors:
             counts = np.arange(1, most + 1)
-            values = np.min([np.interp(counts, curve.x, curve.y) for group in self.price_groups
-                             for curve in [self.dp_sync_curve(group, variant, chunks)]], axis=0)
+            syncs = [self.gpu(group).dp_intra[variant] for group in self.price_groups]
+            if syncs[0].per_layer_units:  # n t(d, e), linear: its curve is its chord, the least slope the least
+                values = counts * min(sync.layer_s for sync in syncs)
+            else:
+                values = np.min([np.interp(counts, curve.x, curve.y) for group in self.price_groups
+                                 for curve in [self.dp_sync_curve(group, variant, chunks)]], axis=0)
             self._dp_sync_floors[variant, chunks] = np.minimum.accumulate(values[::-1])[::-1]
         return self._dp_sync_floors[variant, chunks][np.clip(np.asarray(layers, dtype=int), 1, most) - 1]
 
