@@ -182,8 +182,16 @@ class ShapeContext:
         found once."""
         if self.screened_pairs is not None:
             return list(self.screened_pairs)
-        return admissible(self.costs, hbm_tiers(self.instance, self.buildings, self.shape), self.shape,
-                          self.instance.model_spec.layers, self.options, self.variants, self.moe_memory)
+        return self.held_pairs(self.buildings, [(o, v) for o in self.options for v in self.variants])
+
+    def held_pairs(self, buildings: list[str], pairs: list[Pair]) -> list[Pair]:
+        """Those of `pairs` that `buildings` alone can hold in memory (`admissible` on their `hbm_tiers`, each MoE
+        layer counted as the memory rows count it): a restriction to buildings of smaller HBM may hold none, and its
+        model would be infeasible. In the order of `pairs`."""
+        held = set(admissible(self.costs, hbm_tiers(self.instance, buildings, self.shape), self.shape,
+                              self.instance.model_spec.layers, list(dict.fromkeys(o for o, _ in pairs)),
+                              list(dict.fromkeys(v for _, v in pairs)), self.moe_memory))
+        return [pair for pair in pairs if pair in held]
 
     @property
     def hbm_bytes(self) -> float:

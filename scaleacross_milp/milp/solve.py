@@ -23,7 +23,7 @@ from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.costmodel.stream_paths import pending_s, stream_paths
 from scaleacross_milp.gcpause import collect_if_grown, collect_left_cycles, paused_cycle_collection
 from scaleacross_milp.milp.bounds import cycle_floor_s, first_stage_lower_bound_s, held_rate_floor_usd_s
-from scaleacross_milp.milp.context import Pair, ShapeContext, admissible, hbm_tiers
+from scaleacross_milp.milp.context import Pair, ShapeContext
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import Floors, build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
@@ -157,15 +157,6 @@ class Incumbent:
     ctx: ShapeContext
     size: dict[str, int]
     values: list[float | None]
-
-
-def held_pairs(ctx: ShapeContext, buildings: list[str], pairs: list[Pair]) -> list[Pair]:
-    """Those of `pairs` that `buildings` alone can hold in memory (`admissible` on their `hbm_tiers`): a restriction
-    to buildings of smaller HBM may hold none, and its model would be infeasible."""
-    held = set(admissible(ctx.costs, hbm_tiers(ctx.instance, buildings, ctx.shape), ctx.shape,
-                          ctx.instance.model_spec.layers, list(dict.fromkeys(o for o, _ in pairs)),
-                          list(dict.fromkeys(v for _, v in pairs)), ctx.moe_memory))
-    return [pair for pair in pairs if pair in held]
 
 
 def narrowed(ctx: ShapeContext, buildings: list[str], pairs: list[Pair]) -> ShapeContext:
@@ -637,7 +628,7 @@ class ShapeSearch:
         ctx = self.ctx(i)
         pairs = ctx.pairs if every_pair else self.restriction_pairs(i)
         for restriction in restrictions(ctx) if pairs else []:
-            held = held_pairs(ctx, restriction.buildings, pairs)
+            held = ctx.held_pairs(restriction.buildings, pairs)
             if not held:
                 continue
             restricted = self.narrowed_model(i, restriction.buildings, held, check_fit=time_limit_s is None)
@@ -716,9 +707,9 @@ class ShapeSearch:
                 if scaled is None or not self.promising(self.bounds[i]):
                     continue
                 buildings = [k for k in ctx.buildings if k in holders(scaled.cells)]
-                pairs = held_pairs(ctx, buildings, [(o, v) for o, v in ctx.pairs if (option not in ctx.options or
-                                                                                     o == option)
-                                                    and (variant not in ctx.variants or v == variant)])
+                agree = [(o, v) for o, v in ctx.pairs if (option not in ctx.options or o == option)
+                         and (variant not in ctx.variants or v == variant)]
+                pairs = ctx.held_pairs(buildings, agree)
                 restricted = self.narrowed_model(i, buildings, pairs) if pairs else None
                 if restricted is None:
                     continue

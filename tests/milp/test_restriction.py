@@ -16,7 +16,7 @@ from scaleacross_milp.milp.highs import HighsModel, model_size, restore, solve_m
 from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
-from scaleacross_milp.milp.solve import ShapeSearch, climbing_order, held_pairs
+from scaleacross_milp.milp.solve import ShapeSearch, climbing_order
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.verifier import verify
@@ -148,5 +148,5 @@ def test_a_restriction_keeps_only_the_pairs_its_own_buildings_can_hold(tiny):
     ctx = shape_context(instance, Shape(tp=2, pp=1, dp=8, micro_batch=1, microbatches=2),
                         route_table(instance.topology))
     assert ctx.pairs
-    assert held_pairs(ctx, ["A"], ctx.pairs) == ctx.pairs
-    assert held_pairs(ctx, ["B"], ctx.pairs) == []
+    assert ctx.held_pairs(["A"], ctx.pairs) == ctx.pairs
+    assert ctx.held_pairs(["B"], ctx.pairs) == []
