@@ -330,6 +330,23 @@ def test_phase_one_climbs_from_each_fronts_restriction_before_the_next(tiny, mon
     assert all(calls[n + 1] == ("climb",) for n in restricted)
 
 
+def test_the_fronts_restriction_is_solved_first_when_finding_the_front_fits_a_pattern_solve(tiny, monkeypatch):
+    # The front (least sharpened bound) is the shape that can beat the seed most; its restriction comes before the
+    # climb when pricing the shapes below it fits one pattern solve's time, and not at all when it does not (the
+    # search then goes on as before: running out of that budget is not running out of time).
+    tried = []
+    monkeypatch.setattr(ShapeSearch, "try_restriction", lambda self, i, *args, **kw: tried.append(i))
+    search = two_hall_search(tiny)
+    search.front_first()
+    assert len(tried) == 1 and tried[0] in search.sharpened
+    assert all(search.bounds[j] >= search.bounds[tried[0]] for j in range(len(search.candidates)))
+    tried.clear()
+    search = two_hall_search(tiny)
+    monkeypatch.setattr(ShapeSearch, "pattern_s", lambda self: 0.0)
+    search.front_first()
+    assert tried == [] and not search.out_of_time and not search.sharpened
+
+
 def test_a_shape_solved_pair_by_pair_reaches_its_one_solve_optimum_and_bounds_it(tiny):
     # Fixing the schedule option and DP variant pair by pair splits the shape's MILP into disjoint parts: the best
     # part's optimum is the whole model's, and the shape's bound is the least of the parts' bounds.
