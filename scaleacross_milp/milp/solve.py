@@ -388,8 +388,9 @@ class ShapeSearch:
         queue = [(*self.key(i), i) for i in members if i not in self.closed]
         heapq.heapify(queue)
         while queue and self.promising(queue[0][0]):
-            if self.remaining() <= 0 if until_s is None else self.elapsed() >= until_s:
-                self.out_of_time = self.remaining() <= 0
+            if (self.remaining() <= 0) if until_s is None else self.elapsed() >= until_s:
+                if self.remaining() <= 0:  # the limit stopped it, not a budget of its own (`front_first`)
+                    self.out_of_time = True
                 return
             *_, i = heapq.heappop(queue)
             if i in self.sharpened:
