@@ -341,7 +341,7 @@ class ShapeSearch:
     def settle(self) -> None:
         """Raise the bound over the searched space in the time kept for it (SETTLE_SHARE): price, then sharpen,
         the shape with the least bound until that shape is sharpened (`best_first`'s steps, no solve)."""
-        next(self.best_first(list(range(len(self.candidates))), until_s=self.limit - self.polish_s), None)
+        next(self.best_first(until_s=self.limit - self.polish_s), None)
 
     @property
     def polish_s(self) -> float:
@@ -381,11 +381,13 @@ class ShapeSearch:
         candidate = self.candidates[i]
         return self.bounds[i], -math.inf if candidate.ctx is None else candidate.bound_s, candidate.index
 
-    def best_first(self, members: list[int], until_s: float | None = None) -> Iterator[int]:
-        """`members` not yet closed, in order of sharpened bound while they are promising and time is left (until
-        `until_s` seconds into the solve when given, else while `remaining`); a shape's floor takes its crossing
-        term, then it is priced, then sharpened, each when its current key is the smallest left (`key`)."""
-        queue = [(*self.key(i), i) for i in members if i not in self.closed]
+    def best_first(self, members: list[int] | None = None, until_s: float | None = None) -> Iterator[int]:
+        """`members` (every candidate when None) not yet closed, in order of sharpened bound while they are promising
+        and time is left (until `until_s` seconds into the solve when given, else while `remaining`); a shape's floor
+        takes its crossing term, then it is priced, then sharpened, each when its current key is the smallest left
+        (`key`)."""
+        queue = [(*self.key(i), i) for i in (range(len(self.candidates)) if members is None else members)
+                 if i not in self.closed]
         heapq.heapify(queue)
         while queue and self.promising(queue[0][0]):
             if (self.remaining() <= 0) if until_s is None else self.elapsed() >= until_s:
@@ -574,7 +576,7 @@ class ShapeSearch:
         (`solve_pair`), in order of the pairs' bounds across shapes, so that a round stopped by the limit has
         raised the least bounds first; shapes join from the `best_first` queue as its front reaches the pairs'.
         True when some pair was solved."""
-        shapes = self.best_first(list(range(len(self.candidates))))
+        shapes = self.best_first()
         queue: list[tuple[float, int, int, Pair]] = []
         ahead, progressed = self.next_open(shapes), False
         while ahead is not None or queue:
@@ -757,8 +759,7 @@ class ShapeSearch:
         131,072-GPU DeepSeek-V3 instance reached its 1.17 s plan at 10 s from its front, 1.61 s by the climb
         alone). Where many shapes lie below the front (0.6 s of pricing each hundred shapes on 13-15 buildings), the
         search goes on without it; the shapes priced meanwhile stay priced."""
-        front = next(self.best_first(list(range(len(self.candidates))), until_s=self.elapsed() + self.pattern_s()),
-                     None)
+        front = next(self.best_first(until_s=self.elapsed() + self.pattern_s()), None)
         if front is not None:
             self.try_restriction(front)
 
@@ -767,7 +768,7 @@ class ShapeSearch:
         self.front_first()
         self.climb()  # from the seed, or the front's plan: over more buildings
         fronts: list[int] = []
-        for queue in [self.best_first(list(range(len(self.candidates)))), *self.spans()]:
+        for queue in [self.best_first(), *self.spans()]:
             if self.remaining() <= 0:
                 self.out_of_time = True
                 break
