@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import csv
 import re
+from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from scaleacross_milp.costmodel.schedule import loop_map, v_map
@@ -178,6 +180,44 @@ def build_actions(schedule: Schedule, p: int, m: int, v: int = 1, merged: bool =
         order = [_zb_v(p, m, r) for r in range(p)]
         return _checked(ScheduleActions("zb-v", p, 2 * p, m, v_map(p), _freeze(order)))
     raise InputError(f"unknown schedule {schedule!r}")
+
+
+@dataclass(frozen=True)
+class GatherWindow:
+    """What a steady-state op's parameter re-gather (FSDP / HSDP) overlaps: the gather is issued when the op two
+    before ends (`verify.replay`), so it runs beside that op's sends, the op just before (`previous`, a virtual stage
+    and kind) and its sends; `sends` counts those sends (each occupies the rank for one intra-building send)."""
+
+    stage: int
+    previous: tuple[int, str]
+    sends: int
+
+
+@lru_cache(maxsize=256)
+def gather_windows(schedule: Schedule, p: int, m: int, v: int = 1,
+                   merged: bool = False) -> tuple[tuple[tuple[GatherWindow, float], ...], ...]:
+    """Per rank, each distinct `GatherWindow` of its ops that need a re-gather (every F, I and B) with how many there
+    are per microbatch, over the rank's steady state (from its first backward to its last forward; the whole order
+    when they do not interleave, as under GPipe)."""
+    actions = build_actions(schedule, p, m, v, merged)
+    last = actions.stages - 1
+
+    def sends(rank: int, a: Action) -> int:
+        peer = a.stage + 1 if a.kind == "F" and a.stage < last else a.stage - 1 if a.kind in ("I", "B") else -1
+        return int(0 <= peer <= last and actions.rank_of[peer] != rank)
+
+    windows = []
+    for rank, order in enumerate(actions.order):
+        first = next(k for k, a in enumerate(order) if a.kind in ("I", "B"))
+        final = max(k for k, a in enumerate(order) if a.kind == "F")
+        span = range(first, final + 1) if first < final else range(len(order))
+        needs = [k for k in span if order[k].kind in ("F", "I", "B") and k > 0]
+        per_microbatch = sum(order[k].kind == "F" for k in needs) / actions.chunks
+        found = Counter(GatherWindow(order[k].stage, (order[k - 1].stage, order[k - 1].kind),
+                                     (sends(rank, order[k - 2]) if k > 1 else 0) + sends(rank, order[k - 1]))
+                        for k in needs)
+        windows.append(tuple((w, count / per_microbatch) for w, count in found.items()) if per_microbatch else ())
+    return tuple(windows)
 
 
 def _freeze(order: list[list[Action]]) -> tuple[tuple[Action, ...], ...]:

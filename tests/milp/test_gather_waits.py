@@ -5,11 +5,14 @@ from __future__ import annotations
 import pyomo.environ as pyo
 import pytest
 
+from scaleacross_milp.generate import DesignPoint, design_instance
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, polish, solve_milp
+from scaleacross_milp.milp.price import price_layout
 from scaleacross_milp.milp.routes import route_table
-from scaleacross_milp.spec.plan import Shape
+from scaleacross_milp.spec.plan import Layout, Shape
+from scaleacross_milp.verify.verifier import verify
 
 
 def one_hall(tiny, schedule: str, dp_mode: str) -> tuple:
@@ -28,17 +31,15 @@ def one_hall(tiny, schedule: str, dp_mode: str) -> tuple:
 
 
 def test_zb_v_ops_wait_for_the_gather_the_short_w_before_cannot_hide(tiny):
-    # Each re-gather overlaps only the op just before the one that needs it: under ZB-V F follows a W and I follows
-    # an F; with a the per-layer all-gather and f, w one layer's F and W, every microbatch of a 16-layer stage loses
-    # 16 (max(0, a - f) + max(0, a - w)), and the cycle holds it on top of the slower stage.
+    # Each re-gather overlaps only the op just before the one that needs it: under ZB-V an F follows a W, which is
+    # shorter than a layer's all-gather on H100, so both ranks wait every microbatch; rank 0 also gathers the
+    # embedding and the LM head before the ops of their chunks and waits longer. The cycle holds the longer wait on
+    # top of its stage.
     ctx, m = one_hall(tiny, "zb-v", "fsdp")
     gpu = ctx.gpu("A")
-    a, layer = next(iter(gpu.gather_s_per_layer.values())), gpu.layer
-    wait = 16 * (max(0.0, a - layer.forward_s) + max(0.0, a - layer.backward_weight_s))
-    assert wait > 0  # H100 gathers a layer slower than it runs its W
-    for j in m.J:
-        assert pyo.value(m.gather_wait[j]) == pytest.approx(wait, rel=1e-6)
-    assert pyo.value(m.cycle) == pytest.approx(max(pyo.value(m.Cst[j]) for j in m.J) + wait, rel=1e-6)
+    assert next(iter(gpu.gather_s_per_layer.values())) > gpu.layer.backward_weight_s
+    assert 0 < pyo.value(m.gather_wait[1]) < pyo.value(m.gather_wait[0])
+    assert pyo.value(m.cycle) == pytest.approx(max(pyo.value(m.Cst[j] + m.gather_wait[j]) for j in m.J), rel=1e-6)
 
 
 def test_1f1b_hides_every_gather_behind_the_op_before(tiny):
@@ -47,7 +48,7 @@ def test_1f1b_hides_every_gather_behind_the_op_before(tiny):
     ctx, fsdp = one_hall(tiny, "1f1b", "fsdp")
     gpu = ctx.gpu("A")
     assert next(iter(gpu.gather_s_per_layer.values())) < gpu.layer.forward_s
-    assert not hasattr(fsdp, "gather_wait")
+    assert all(pyo.value(fsdp.gather_wait[j]) == pytest.approx(0.0, abs=1e-9) for j in fsdp.J)
     _, kept = one_hall(tiny, "1f1b", "fsdp-no-reshard")
     assert pyo.value(fsdp.Tpipe) == pytest.approx(pyo.value(kept.Tpipe), rel=1e-9)
 
@@ -57,3 +58,21 @@ def test_no_reshard_gathers_once_and_waits_on_none(tiny):
     assert not hasattr(m, "gather_wait")
     _, fsdp = one_hall(tiny, "zb-v", "fsdp")
     assert pyo.value(fsdp.T) > pyo.value(m.T)
+
+
+@pytest.mark.parametrize(("schedule", "tp", "pp", "dp", "tolerance"), [
+    ("1f1b", 2, 32, 2, 0.01), ("gpipe", 4, 16, 2, 0.01), ("zb-h1", 2, 16, 4, 0.015), ("zb-v", 4, 16, 2, 0.01)])
+def test_fsdp_ops_wait_for_their_chunk_s_gather_as_the_replay_does(schedule, tp, pp, dp, tolerance):
+    # Llama 3 8B in one hall under FSDP, stages of 1-2 layers: stage 0 re-gathers the embedding (2.4 x a layer's
+    # parameters) with its layers before every F and backward, the LM head's stage the head, and the op before (read
+    # from the schedule's own order, sends included) hides only its own work. Before, the MILP took every window as
+    # one layer's op of a fixed kind and left the embedding, the head and the sends out: 1.1-27.7 % below these
+    # replays (6.2 % under GPipe, 20.6 % under ZB-H1, 25.7 % under ZB-V).
+    instance = design_instance(DesignPoint("llama3-8b", 1, 1.0, 1.0, 0.0, False, 128, seed=1, sequences_per_node=16))
+    hall = instance.topology.buildings[0].name
+    layout = Layout.model_validate({
+        "shape": {"tp": tp, "pp": pp, "dp": dp, "micro_batch": 1, "microbatches": 256 // dp}, "schedule": schedule,
+        "dp_mode": "fsdp",
+        "stages": [{"stage": j, "layers": 32 // pp, "cells_per_building": {hall: dp}} for j in range(pp)],
+        "pipelines": [{"buildings": [hall] * pp, "pipelines": dp}]})
+    assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=tolerance)

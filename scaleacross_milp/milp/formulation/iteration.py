@@ -50,15 +50,24 @@ zero1 without overlap_param_gather gathers its updated parameters after the opti
 the same gather0 rows with no head start and the head counted under every option (Hd), after opt in T's sum.
     T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc
 (the objective, minimise T or the iteration's cost, is set by `cost.add_objective`)
-A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only the op just
-before; an op that needs one (F, and I or B) waits max(0, gather - previous op) per layer of its chunk. In the
-steady order of every schedule each such op follows a fixed kind: fused backward (GPipe, 1F1B, interleaved) F
-after B and B after F, split (ZB-H1, ZB-V) F after W and I after F, so per microbatch rank j loses
-    q_{g,v,o} = max(0, a - f) + max(0, a - i - w)  (fused)  or  max(0, a - f) + max(0, a - w)  (split)
-per layer (f, i, w: one layer's F, I, W on GPU type g; a = g[k,v], FSDP / HSDP only), and
-    gather_wait[j] >= q_{g,v,o} n[j] + q'_{g,v,o} moe_excess[j] - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o]),
-    cycle >= Cst[j] + gather_wait[j]      (rows gather_wait_bound, gather_wait_cycle)
-(q': an MoE layer's q beyond a dense one's, `layer_kinds`; so in every per-layer term below).
+A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only what runs
+between: the sends of that op, the op just before and its sends. An op that needs one (F, and I or B) waits
+max(0, gather - that window). What runs before each such op in rank j's steady state (from its first backward to its
+last forward) is read from the schedule's own order (`costmodel.actions.gather_windows`, the order the replay runs),
+per microbatch: with c chunks per rank of n / c layers each, a window w needs n a / c + gX(w) (a = g[k,v], FSDP /
+HSDP only; gX the embedding's gather on virtual stage 0, the LM head's on the last) and hides n p_w / c + pX(w) +
+s_w (p_w: one layer's time in the op before, f, i, w or i + w; pX its embedding's or head's share; s_w its sends'
+time), so per microbatch
+    wait_j(n) = sum_w max(0, (a - p_w) n / c + gX(w) - pX(w) - s_w)
+(`gather_wait_terms`: windows alike in what they hold, the op before and their sends are one part; those of plain
+layers and no sends are linear: per_layer n + sum_i max(0, slope_i n + offset_i)). A sum of maxima is the largest of
+its partial sums, one row per nonempty subset S of the parts that can be positive:
+    gather_wait[j] >= (per_layer + sum_S slope_i) n[j] + sum_S offset_i + q'_S moe_excess[j]
+                      - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o])            (gather_wait_bound)
+    cycle >= Cst[j] + gather_wait[j]                                            (gather_wait_cycle)
+(q'_S: an MoE layer's slope beyond a dense one's, `layer_kinds`; so in every per-layer term below). Medium generated
+seed 91's HSDP ZB-H1 plan (1-layer stages, Mixtral's 32k-token embedding gathered before every F and I of stage 0)
+was priced 21 % below its replay while the rows held the layers' gathers alone against fixed op kinds.
 Parameters a stage holds in another building cross the link before every F and I / B (FSDP, `traffic`: gxt[a], the
 link time of one microbatch's gathers on arc a, both passes). Such a gather is issued once the rank's op of the same
 kind for the previous microbatch has finished (the op two before) and nothing queues it behind the other gathers, so
@@ -75,12 +84,17 @@ is that condition in sum_g (|S_g| + |T_g|) rows per stage and arc rather than on
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from itertools import combinations
 
 import pyomo.environ as pyo
 
 from scaleacross_milp.calibration.piecewise import Breakpoints
-from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts
+from scaleacross_milp.costmodel.actions import GatherWindow, gather_windows
+from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes
 from scaleacross_milp.costmodel.dp import grad_reduce_overlaps, params_gathered_at_end, start_gather_terms
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext
@@ -256,35 +270,94 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.dp_exposed_start = pyo.Constraint(expr=m.dp_exposed >= m.dp_end + m.first_gather - m.gather0)
 
 
-def gather_wait_per_layer(gpu: GPUCosts, variant: DPVariant, option: ScheduleOption) -> float:
-    """q_{g,v,o}: seconds per layer per microbatch a rank waits on re-gathers the op before cannot hide (docstring),
-    on a building's cost table `gpu`."""
+@dataclass(frozen=True)
+class GatherWait:
+    """A rank's wait per microbatch on its re-gathers at n layers: per_layer n + sum_i max(0, slope_i n + offset_i)
+    (module docstring)."""
+
+    per_layer: float
+    parts: tuple[tuple[float, float], ...]
+
+    def subsets(self, most: int) -> list[tuple[int, ...]]:
+        """The subsets of parts whose partial sums need a row: nonempty ones of the parts that are positive
+        somewhere in 1..most layers (the empty one too when per_layer > 0)."""
+        live = [i for i, (slope, offset) in enumerate(self.parts) if max(slope + offset, slope * most + offset) > 0]
+        return [s for size in range(len(live) + 1) for s in combinations(live, size) if s or self.per_layer > 0]
+
+    def slope(self, subset: tuple[int, ...]) -> float:
+        return self.per_layer + sum(self.parts[i][0] for i in subset)
+
+    def offset(self, subset: tuple[int, ...]) -> float:
+        return sum(self.parts[i][1] for i in subset)
+
+
+OP_TIME = {"F": lambda ops: ops.forward_s, "I": lambda ops: ops.backward_input_s,
+           "W": lambda ops: ops.backward_weight_s, "B": lambda ops: ops.backward_input_s + ops.backward_weight_s}
+"""One op kind's time in an `OpTimes`."""
+
+
+def gather_wait_terms(gpu: GPUCosts, variant: DPVariant, windows: tuple[tuple[GatherWindow, float], ...], chunks: int,
+                      stages: int) -> GatherWait:
+    """`GatherWait` of a rank on building cost table `gpu` from its steady-state `windows` (`gather_windows`), its
+    chunks holding n / `chunks` layers each of the `stages` virtual stages'. Windows alike in what they hold (the
+    embedding on virtual stage 0, the LM head on the last), what op runs before and how many sends are one part
+    (k of them: max(0, k (slope n + offset))); parts of plain layers and no sends are linear (per_layer)."""
     if gather_passes(variant.mode) < 2:
-        return 0.0
-    a, layer = gpu.gather_s_per_layer[variant], gpu.layer
-    f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
-    before_backward = w if option.schedule in (Schedule.zb_h1, Schedule.zb_v) else i + w
-    return max(0.0, a - f) + max(0.0, a - before_backward)
+        return GatherWait(0.0, ())
+    a, layer, last = gpu.gather_s_per_layer[variant], gpu.layer, stages - 1
+    fixed = {0: (gpu.embedding_dp.gather_s[variant], gpu.first_stage_extra),
+             last: (gpu.head_dp.gather_s[variant], gpu.last_stage_extra)}
+
+    def held(stage: int) -> list[tuple[float, OpTimes]]:
+        return [fixed[stage]] if stage in fixed else []
+
+    kinds: Counter = Counter()
+    for w, count in windows:
+        kinds[w.stage if w.stage in fixed else -1, w.previous[0] if w.previous[0] in fixed else -1, w.previous[1],
+              w.sends] += count
+    per_layer, parts = 0.0, []
+    for (stage, before, kind, sends), count in kinds.items():
+        slope = count * (a - OP_TIME[kind](layer)) / chunks
+        offset = count * (sum(g for g, _ in held(stage)) - sum(OP_TIME[kind](ops) for _, ops in held(before))
+                          - sends * gpu.p2p_intra_s)
+        if stage == before == -1 and sends == 0:
+            per_layer += max(0.0, slope)
+        else:
+            parts.append((slope, offset))
+    return GatherWait(per_layer, tuple(parts))
 
 
 def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Vars gather_wait[j] and the rows gather_wait_bound, gather_wait_cycle (module docstring)."""
-    q = {(k, v, o): gather_wait_per_layer(ctx.gpu(k), ctx.variants[v], ctx.options[o])
-         for k in m.K for v in m.V for o in m.O}
-    excess = {(k, v, o): ctx.moe_excess(lambda costs, k=k, v=v, o=o: gather_wait_per_layer(
-        costs.building(k), ctx.variants[v], ctx.options[o])) for k, v, o in q}
-    if not any(q.values()) and not any(excess.values()):
+    most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    shape = ctx.shape
+
+    def terms(gpu: GPUCosts, j: int, v: int, o: int) -> GatherWait:
+        option = ctx.options[o]
+        windows = gather_windows(option.schedule, shape.pp, shape.microbatches, option.chunks, option.merged)[j]
+        return gather_wait_terms(gpu, ctx.variants[v], windows, option.chunks, shape.pp * option.chunks)
+
+    @cache
+    def wait_rows(group: str, j: int, v: int, o: int) -> list[tuple[float, float, float]]:
+        """(slope, offset, MoE excess slope) of each partial-sum row of stage j in price group `group`."""
+        wait = terms(ctx.gpu(group), j, v, o)
+        return [(wait.slope(s), wait.offset(s), ctx.moe_excess(
+            lambda costs, s=s: terms(costs.building(group), j, v, o).slope(s))) for s in wait.subsets(most)]
+
+    alike = len(ctx.price_groups) == 1  # one cost table: the rows of one building, without the holding condition
+    rows_of = {(j, k, v, o): wait_rows(ctx.price_group[k], j, v, o)
+               for j in m.J for k in (ctx.buildings[:1] if alike else m.K) for v in m.V for o in m.O}
+    if not any(rows_of.values()):
         return
-    big = (ctx.instance.model_spec.layers - ctx.shape.pp + 1) * max(q[key] + excess[key] for key in q)
+    big = max(max(0.0, slope) * most + max(0.0, offset) + excess * most
+              for rows in rows_of.values() for slope, offset, excess in rows)
     m.gather_wait = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     rows = []
-    for j in m.J:
-        for (k, v, o), per_layer in q.items():
-            if per_layer <= 0 and excess[k, v, o] <= 0:
-                continue
-            off = (0 if ctx.homogeneous else 1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0) + (
-                1 - m.u[o] if len(m.O) > 1 else 0)
-            rows.append(m.gather_wait[j] >= per_layer * m.n[j] + excess_s(m, j, excess[k, v, o]) - big * off)
+    for (j, k, v, o), entries in rows_of.items():
+        off = (0 if alike else 1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0) + (
+            1 - m.u[o] if len(m.O) > 1 else 0)
+        rows += [m.gather_wait[j] >= slope * m.n[j] + offset + excess_s(m, j, excess) - big * off
+                 for slope, offset, excess in entries]
     add_rows(m, "gather_wait_bound", rows)
     m.gather_wait_cycle = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j] + m.gather_wait[j])
 
