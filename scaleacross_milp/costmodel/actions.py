@@ -159,6 +159,7 @@ def _zb_v(p: int, m: int, r: int) -> list[Action]:
     return [a for a in ops if a.microbatch < m]
 
 
+@lru_cache(maxsize=64)
 def build_actions(schedule: Schedule, p: int, m: int, v: int = 1, merged: bool = False) -> ScheduleActions:
     """The action lists of a named schedule (v is the interleave chunk count; ZB-V always has 2; `merged`:
     ScheduleOption.merged, one more warm-up forward under interleaving)."""

@@ -301,9 +301,8 @@ def gather_wait_terms(gpu: GPUCosts, variant: DPVariant, windows: tuple[tuple[Ga
     """`GatherWait` of a rank on building cost table `gpu` from its steady-state `windows` (`gather_windows`), its
     chunks holding n / `chunks` layers each of the `stages` virtual stages'. Windows alike in what they hold (the
     embedding on virtual stage 0, the LM head on the last), what op runs before and how many sends are one part
-    (k of them: max(0, k (slope n + offset))); parts of plain layers and no sends are linear (per_layer)."""
-    if gather_passes(variant.mode) < 2:
-        return GatherWait(0.0, ())
+    (k of them: max(0, k (slope n + offset))); parts of plain layers and no sends are linear (per_layer). For a
+    variant that re-gathers before every pass (FSDP, HSDP)."""
     a, layer, last = gpu.gather_s_per_layer[variant], gpu.layer, stages - 1
     fixed = {0: (gpu.embedding_dp.gather_s[variant], gpu.first_stage_extra),
              last: (gpu.head_dp.gather_s[variant], gpu.last_stage_extra)}
@@ -334,6 +333,8 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
 
     def terms(gpu: GPUCosts, j: int, v: int, o: int) -> GatherWait:
         option = ctx.options[o]
+        if gather_passes(ctx.variants[v].mode) < 2:
+            return GatherWait(0.0, ())
         windows = gather_windows(option.schedule, shape.pp, shape.microbatches, option.chunks, option.merged)[j]
         return gather_wait_terms(gpu, ctx.variants[v], windows, option.chunks, shape.pp * option.chunks)
 
