@@ -201,23 +201,22 @@ def gather_windows(schedule: Schedule, p: int, m: int, v: int = 1,
     are per microbatch, over the rank's steady state (from its first backward to its last forward; the whole order
     when they do not interleave, as under GPipe)."""
     actions = build_actions(schedule, p, m, v, merged)
-    last = actions.stages - 1
-
-    def sends(rank: int, a: Action) -> int:
-        peer = a.stage + 1 if a.kind == "F" and a.stage < last else a.stage - 1 if a.kind in ("I", "B") else -1
-        return int(0 <= peer <= last and actions.rank_of[peer] != rank)
-
+    last, rank_of = actions.stages - 1, actions.rank_of
     windows = []
     for rank, order in enumerate(actions.order):
-        first = next(k for k, a in enumerate(order) if a.kind in ("I", "B"))
-        final = max(k for k, a in enumerate(order) if a.kind == "F")
-        span = range(first, final + 1) if first < final else range(len(order))
-        needs = [k for k in span if order[k].kind in ("F", "I", "B") and k > 0]
-        per_microbatch = sum(order[k].kind == "F" for k in needs) / actions.chunks
-        found = Counter(GatherWindow(order[k].stage, (order[k - 1].stage, order[k - 1].kind),
-                                     (sends(rank, order[k - 2]) if k > 1 else 0) + sends(rank, order[k - 1]))
-                        for k in needs)
-        windows.append(tuple((w, count / per_microbatch) for w, count in found.items()) if per_microbatch else ())
+        kinds = [a.kind for a in order]
+        stages = [a.stage for a in order]
+        peers = [s + 1 if k == "F" and s < last else s - 1 if k in ("I", "B") else -1
+                 for k, s in zip(kinds, stages, strict=True)]
+        sent = [int(0 <= peer <= last and rank_of[peer] != rank) for peer in peers]
+        first = next(k for k, kind in enumerate(kinds) if kind in ("I", "B"))
+        final = len(kinds) - 1 - kinds[::-1].index("F")
+        span = range(max(1, first), final + 1) if first < final else range(1, len(kinds))
+        found = Counter((stages[k], stages[k - 1], kinds[k - 1], (sent[k - 2] if k > 1 else 0) + sent[k - 1])
+                        for k in span if kinds[k] != "W")
+        per_microbatch = sum(kinds[k] == "F" for k in span) / actions.chunks
+        windows.append(tuple((GatherWindow(stage, (before, kind), sends), count / per_microbatch)
+                             for (stage, before, kind, sends), count in found.items()) if per_microbatch else ())
     return tuple(windows)
 
 

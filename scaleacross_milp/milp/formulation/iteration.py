@@ -279,10 +279,14 @@ class GatherWait:
     parts: tuple[tuple[float, float], ...]
 
     def subsets(self, most: int) -> list[tuple[int, ...]]:
-        """The subsets of parts whose partial sums need a row: nonempty ones of the parts that are positive
-        somewhere in 1..most layers (the empty one too when per_layer > 0)."""
-        live = [i for i, (slope, offset) in enumerate(self.parts) if max(slope + offset, slope * most + offset) > 0]
-        return [s for size in range(len(live) + 1) for s in combinations(live, size) if s or self.per_layer > 0]
+        """The subsets of parts whose partial sums need a row over 1..most layers: a part positive at both ends is
+        affine there and in every subset, one never positive in none; only the parts that change sign in between
+        are chosen (no subset when nothing can be positive: the domain gather_wait >= 0 holds it)."""
+        ends = [(slope + offset, slope * most + offset) for slope, offset in self.parts]
+        always = tuple(i for i, (low, high) in enumerate(ends) if min(low, high) >= 0)
+        crossing = [i for i, (low, high) in enumerate(ends) if min(low, high) < 0 < max(low, high)]
+        chosen = [always + s for size in range(len(crossing) + 1) for s in combinations(crossing, size)]
+        return [s for s in chosen if s or self.per_layer > 0]
 
     def slope(self, subset: tuple[int, ...]) -> float:
         return self.per_layer + sum(self.parts[i][0] for i in subset)
