@@ -61,7 +61,8 @@ time), so per microbatch
     wait_j(n) = sum_w max(0, (a - p_w) n / c + gX(w) - pX(w) - s_w)
 (`gather_wait_terms`: windows alike in what they hold, the op before and their sends are one part; those of plain
 layers and no sends are linear: per_layer n + sum_i max(0, slope_i n + offset_i)). A sum of maxima is the largest of
-its partial sums, one row per nonempty subset S of the parts that can be positive:
+its partial sums; over 1..L-p+1 layers a part positive at both ends is affine and one never positive is 0, so there
+is one row per subset S of the parts that change sign in between, each with every affine part:
     gather_wait[j] >= (per_layer + sum_S slope_i) n[j] + sum_S offset_i + q'_S moe_excess[j]
                       - M (1 - y[j,k]) - M (1 - w[v]) - M (1 - u[o])            (gather_wait_bound)
     cycle >= Cst[j] + gather_wait[j]                                            (gather_wait_cycle)
@@ -307,16 +308,17 @@ def gather_wait_terms(gpu: GPUCosts, variant: DPVariant, windows: tuple[tuple[Ga
     embedding on virtual stage 0, the LM head on the last), what op runs before and how many sends are one part
     (k of them: max(0, k (slope n + offset))); parts of plain layers and no sends are linear (per_layer). For a
     variant that re-gathers before every pass (FSDP, HSDP)."""
-    a, layer, last = gpu.gather_s_per_layer[variant], gpu.layer, stages - 1
-    fixed = {0: (gpu.embedding_dp.gather_s[variant], gpu.first_stage_extra),
-             last: (gpu.head_dp.gather_s[variant], gpu.last_stage_extra)}
+    a, layer = gpu.gather_s_per_layer[variant], gpu.layer
+    fixed = [(0, gpu.embedding_dp.gather_s[variant], gpu.first_stage_extra),
+             (stages - 1, gpu.head_dp.gather_s[variant], gpu.last_stage_extra)]
 
     def held(stage: int) -> list[tuple[float, OpTimes]]:
-        return [fixed[stage]] if stage in fixed else []
+        """(gather, ops) of the embedding and head virtual stage `stage` holds (both with one stage)."""
+        return [(gather, ops) for at, gather, ops in fixed if at == stage]
 
     kinds: Counter = Counter()
     for w, count in windows:
-        kinds[w.stage if w.stage in fixed else -1, w.previous[0] if w.previous[0] in fixed else -1, w.previous[1],
+        kinds[w.stage if held(w.stage) else -1, w.previous[0] if held(w.previous[0]) else -1, w.previous[1],
               w.sends] += count
     per_layer, parts = 0.0, []
     for (stage, before, kind, sends), count in kinds.items():
