@@ -66,8 +66,8 @@ def test_fsdp_ops_wait_for_their_chunk_s_gather_as_the_replay_does(schedule, tp,
     # Llama 3 8B in one hall under FSDP, stages of 1-2 layers: stage 0 re-gathers the embedding (2.4 x a layer's
     # parameters) with its layers before every F and backward, the LM head's stage the head, and the op before (read
     # from the schedule's own order, sends included) hides only its own work. Before, the MILP took every window as
-    # one layer's op of a fixed kind and left the embedding, the head and the sends out: 1.1-27.7 % below these
-    # replays (6.2 % under GPipe, 20.6 % under ZB-H1, 25.7 % under ZB-V).
+    # one layer's op of a fixed kind and left the embedding, the head and the sends out: 6.2-25.7 % below these
+    # replays (1F1B 8.2 %, GPipe 6.2 %, ZB-H1 20.6 %, ZB-V 25.7 %).
     instance = design_instance(DesignPoint("llama3-8b", 1, 1.0, 1.0, 0.0, False, 128, seed=1, sequences_per_node=16))
     hall = instance.topology.buildings[0].name
     layout = Layout.model_validate({
