@@ -40,6 +40,12 @@ class OpTimes:
     def total_s(self) -> float:
         return self.forward_s + self.backward_input_s + self.backward_weight_s
 
+    def of(self, kind: str) -> float:
+        """Seconds of one op of `kind` (`costmodel.actions`: F, I, W, or B = I + W)."""
+        if kind == "B":
+            return self.backward_input_s + self.backward_weight_s
+        return {"F": self.forward_s, "I": self.backward_input_s, "W": self.backward_weight_s}[kind]
+
 
 @dataclass(frozen=True)
 class FixedParamCosts:

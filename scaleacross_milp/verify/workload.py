@@ -68,18 +68,11 @@ class StageWork:
     def op_s(self, kind: str, paired: bool = True) -> float:
         """Seconds of op `kind`: as a merged pair runs it, or outside one (`paired` False: a warm-up forward or a
         cool-down backward, `costmodel.actions.unpaired_ops`) with what a pair hides of its EP all-to-alls."""
-        return self._pick(self.ops, kind) + (0.0 if paired else self._pick(self.ep_hidden, kind))
+        return self.ops.of(kind) + (0.0 if paired else self.ep_hidden.of(kind))
 
     def comm_s(self, kind: str, paired: bool = True) -> tuple[float, float]:
         """(TP+CP, EP) seconds exposed inside op `kind` (`op_s`)."""
-        return self._pick(self.tp_cp, kind), self._pick(self.ep, kind) - (
-            self._pick(self.ep_hidden, kind) if paired else 0.0)
-
-    @staticmethod
-    def _pick(times: OpTimes, kind: str) -> float:
-        if kind == "B":
-            return times.backward_input_s + times.backward_weight_s
-        return {"F": times.forward_s, "I": times.backward_input_s, "W": times.backward_weight_s}[kind]
+        return self.tp_cp.of(kind), self.ep.of(kind) - (self.ep_hidden.of(kind) if paired else 0.0)
 
 
 @dataclass(frozen=True)

@@ -296,11 +296,6 @@ class GatherWait:
         return sum(self.parts[i][1] for i in subset)
 
 
-OP_TIME = {"F": lambda ops: ops.forward_s, "I": lambda ops: ops.backward_input_s,
-           "W": lambda ops: ops.backward_weight_s, "B": lambda ops: ops.backward_input_s + ops.backward_weight_s}
-"""One op kind's time in an `OpTimes`."""
-
-
 def gather_wait_terms(gpu: GPUCosts, variant: DPVariant, windows: tuple[tuple[GatherWindow, float], ...], chunks: int,
                       stages: int) -> GatherWait:
     """`GatherWait` of a rank on building cost table `gpu` from its steady-state `windows` (`gather_windows`), its
@@ -322,8 +317,8 @@ def gather_wait_terms(gpu: GPUCosts, variant: DPVariant, windows: tuple[tuple[Ga
               w.sends] += count
     per_layer, parts = 0.0, []
     for (stage, before, kind, sends), count in kinds.items():
-        slope = count * (a - OP_TIME[kind](layer)) / chunks
-        offset = count * (sum(g for g, _ in held(stage)) - sum(OP_TIME[kind](ops) for _, ops in held(before))
+        slope = count * (a - layer.of(kind)) / chunks
+        offset = count * (sum(g for g, _ in held(stage)) - sum(ops.of(kind) for _, ops in held(before))
                           - sends * gpu.p2p_intra_s)
         if stage == before == -1 and sends == 0:
             per_layer += max(0.0, slope)
