@@ -95,10 +95,11 @@ other variable (price-line picks, split and spanning indicators, loads, times) f
 
 
 @contextmanager
-def held_layout(m: pyo.ConcreteModel) -> Iterator[None]:
-    """Fix the LAYOUT_DECISIONS at their current (rounded) values inside the block, so that a solve finds the
-    derived variables' best values for that layout; the variables fixed here are freed on exit."""
-    held = [var for name in LAYOUT_DECISIONS for var in getattr(m, name).values() if not var.fixed]
+def held_layout(m: pyo.ConcreteModel, decisions: tuple[str, ...] = LAYOUT_DECISIONS) -> Iterator[None]:
+    """Fix the `decisions` (the LAYOUT_DECISIONS unless told) at their current (rounded) values inside the block, so
+    that a solve finds the other variables' best values for that layout; the variables fixed here are freed on
+    exit."""
+    held = [var for name in decisions for var in getattr(m, name).values() if not var.fixed]
     for var in held:
         var.fix(round(var.value))
     try:
