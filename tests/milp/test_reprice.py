@@ -22,13 +22,13 @@ def test_reprice_moves_a_pipeline_off_go_back_n_on_a_lossy_link(bundled):
         "dp_mode": "fsdp-no-reshard", "transports": {"A-B": "ecmp_go_back_n"},
         "stages": [{"stage": j, "layers": 10, "cells_per_building": {"A" if j < 4 else "B": 32}} for j in range(8)],
         "pipelines": [{"buildings": ["A"] * 4 + ["B"] * 4, "pipelines": 32}]})
-    ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
+    _, m = fixed_layout_model(instance, layout, route_table(instance.topology))
     highs = HighsModel(m)
     assert solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
     held = pyo.value(m.T)
     for var in m.z.values():
         var.unfix()
     reprice(highs, held, time_limit_s=30, threads=1)
-    chosen = [t for (i, t), var in m.z.items() if round(pyo.value(var)) == 1]
+    chosen = [t for (_, t), var in m.z.items() if round(pyo.value(var)) == 1]
     assert chosen != [Transport.ecmp_go_back_n]
     assert pyo.value(m.T) < held * (1 - 1e-3)
