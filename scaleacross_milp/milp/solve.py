@@ -961,8 +961,8 @@ def reprice(highs: HighsModel, objective: float, time_limit_s: float, threads: i
     transports, and keep a better point: a solve stopped at its budget, or at its gap, may leave derived binaries (a
     link's price line, a split stage's indicator) where they over-price its own layout (generated seed 34: a plan
     priced 4.39 s that its layout's MILP price, and the replay, put at 2.4 s), and a transport that costs its layout
-    time (the bundled lossy instance's plan, proven within 1 %, sent its pipeline over go-back-N at 2.439 s where
-    sprayed selective repeat gives the same layout 2.427 s)."""
+    time (under another search order the bundled lossy instance's plan, proven within 1 %, kept its pipeline on
+    go-back-N at 2.439 s where sprayed selective repeat gives the same layout 2.427 s)."""
     with held_layout(highs.model, tuple(name for name in LAYOUT_DECISIONS if name != "z")):
         solve_milp(highs, time_limit_s=time_limit_s, rel_gap=0.0, threads=threads, cutoff=objective)
 
