@@ -13,7 +13,11 @@ The iteration is a graph of operations; an operation starts when all its predece
                                 starting once the previous one has arrived, so a rank that produces sends faster
                                 than the link carries them queues them rather than sharing the link between them
   comm stream of each rank      FSDP/HSDP all-gathers, prefetched: issued once the action two before the one
-                                that needs it has finished (zero1 under overlap_param_gather: before each
+                                that needs it has finished, so each is in flight during the action before its
+                                own (the second action's, once the first one's gathers are in: it runs during
+                                the first action, not beside that action's gathers before it; a backward's
+                                parameters are not fetched before the forward that frees them) (zero1 under
+                                overlap_param_gather: before each
                                 chunk's first F, which waits for StageWork.gather_wait_s of it; without it, the
                                 rank's whole all-gather after its optimizer step); the DP reduction of each
                                 chunk, layer by layer as its weight gradients become ready (comm finishes at
@@ -189,20 +193,23 @@ class _Builder:
         compute_nodes: list[int] = []
         totals = [0.0, 0.0, 0.0]
         tail: list[int] = []
+        first_gathers: tuple[int, ...] = ()
         for k, a in enumerate(ops):
             stage = work.stages[a.stage]
             gathers = []
             if self.level.all_gathers and (stage.all_gather_s > 0 or self._pull(rank)) and (
                     (per_pass and a.kind in ("F", "I", "B")) or (at_first and first_forward.get(a.stage) == k)):
-                prefetch = compute_nodes[k - 2] if k >= 2 else None
+                issue = (compute_nodes[k - 2],) if k >= 2 else first_gathers
                 if stage.all_gather_s > 0:
                     comm = self.g.add(FIXED, stage.gather_wait_s, comm_track, f"all-gather {a.stage}", "dp",
-                                      (comm, prefetch))
+                                      (comm, *issue))
                     gathers.append(comm)
                     if stage.all_gather_s > stage.gather_wait_s:
                         comm = self.g.add(FIXED, stage.all_gather_s - stage.gather_wait_s, comm_track,
                                           f"all-gather {a.stage} (behind the forward)", "dp", (comm,))
-                gathers += self._cross_gathers(g, rank, a, (prefetch,))
+                gathers += self._cross_gathers(g, rank, a, issue)
+            if k == 0:
+                first_gathers = tuple(gathers)
             duration = stage.op_s(a.kind, k not in unpaired)
             tp_cp, ep = stage.comm_s(a.kind, k not in unpaired)
             totals = [totals[0] + duration - tp_cp - ep, totals[1] + tp_cp, totals[2] + ep]

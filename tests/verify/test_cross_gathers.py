@@ -41,3 +41,20 @@ def test_no_reshard_pulls_it_once_and_replays_faster(tiny):
     moved, grad, kept = one_cell_each(tiny, DPMode.fsdp_no_reshard)
     assert moved == pytest.approx(grad * (1 / 2 + 0.5 * 0.5), rel=1e-12)
     assert one_cell_each(tiny, DPMode.fsdp)[2] > kept
+
+
+def test_a_backwards_pull_waits_for_the_forwards_before_it(tiny):
+    """One microbatch: each rank runs F then B. B's parameters cross once F's have arrived (the prefetch keeps one
+    gather in flight during the op before), not beside them from the start, which would halve the first pull's
+    share of the link and delay the first forward."""
+    instance = tiny(buildings=HALLS, links=LINK, global_batch_sequences=2)
+    layout = Layout(shape={"tp": 8, "pp": 1, "dp": 2, "micro_batch": 1, "microbatches": 1},
+                    schedule=Schedule.one_f_one_b, dp_mode=DPMode.fsdp,
+                    stages=[{"stage": 0, "layers": 32, "cells_per_building": {"A": 1, "B": 1}}])
+    run = replay(build_workload(instance, resolve(instance, layout)), instance.topology)
+    pulls = sorted((r for r in run.records if r.track == "link A->B" and r.name.startswith("all-gather")),
+                   key=lambda r: r.start)
+    forward_in_b = next(r for r in run.records if r.track.endswith("(B)") and r.name == "0F0")
+    assert len(pulls) == 2
+    assert pulls[1].start == pytest.approx(pulls[0].finish)
+    assert forward_in_b.start == pytest.approx(pulls[0].finish)
