@@ -39,6 +39,14 @@ def v_map(p: int) -> tuple[int, ...]:
     return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
 
 
+def flow_coefficients(share: float, piece: float) -> tuple[tuple[float, float], ...]:
+    """(a, b) of the rows a R_in + b R_x whose largest is the time chunks of `piece` of a stage each, `share` of it in
+    all, take to reduce inside their buildings (R_in for the stage) and then across (R_x), each chunk's cross-building
+    part after its own intra-building one and beside the next chunk's, a two-stage flow of equal jobs:
+    share max(R_in, R_x) + piece min(R_in, R_x) (one row when share = piece: R_in + R_x for one chunk)."""
+    return tuple(dict.fromkeys(((share, piece), (piece, share))))
+
+
 @dataclass(frozen=True)
 class ScheduleOption:
     """A schedule with its chunks per rank (v for interleaved, 2 for ZB-V, 1 otherwise), and whether its steady-state
@@ -112,6 +120,21 @@ class ScheduleOption:
         if self.schedule is Schedule.zb_v:
             return (0.5, w / (2 * c)), (1.0, (p * (i + w) + w) / (2 * c))
         return ((1.0, (w if self.schedule is Schedule.zb_h1 else i + w) / c),)
+
+    @property
+    def reduction_piece(self) -> float | None:
+        """One chunk's share of a rank's DP reduction when its chunks reduce inside their buildings and then across
+        one after another, a two-stage flow (`flow_coefficients`): 1 / v under interleaving, whose every rank ends
+        its chunks p chunk-backwards apart; None otherwise (one chunk, or ZB-V, whose rank p - 1 runs its two chunks
+        back to back, from its own end rather than rank 0's: priced as one block)."""
+        return 1.0 / self.chunks if self.schedule is Schedule.interleaved else None
+
+    def reduction_rows(self, p: int, layer: OpTimes) -> tuple[tuple[float, float, float], ...]:
+        """(a, b, credit) per row a R_in + b R_x - credit C0, the largest of which is rank 0's exposed DP reduction:
+        per suffix of `reduction_suffixes`, share (R_in + R_x), or its chunks' two-stage flow
+        (`flow_coefficients`, `reduction_piece`)."""
+        return tuple(dict.fromkeys((a, b, credit) for share, credit in self.reduction_suffixes(p, layer)
+                                   for a, b in flow_coefficients(share, self.reduction_piece or share)))
 
     def unpaired_pairs(self, p: int) -> float:
         """What the ops outside the merged forward-backward pairs (the warm-up forwards, the cool-down backwards) add

@@ -277,7 +277,7 @@ def crossing_alternatives_s(ctx: ShapeContext, option: ScheduleOption, variant: 
                             drain: float | np.ndarray = 0.0) -> list[tuple[float, float | np.ndarray]]:
     """(PP, DP) pairs, one per kind of layout, such that every layout pays at least PP in pipeline sends and
     latency and DP in cross-building DP time (`dpx`) for one of them: T >= ... + min over pairs of
-    PP + max(0, E + DP), E the intra-building DP time left after overlap.
+    PP + max(0, X(DP)), X(dpx) the DP time left after overlap (`sharpened_bound_s`), growing with dpx.
 
     Follow the D pipelines (chains of cells, stage 0 to p - 1). Say the whole (unsplit) stages sit in r buildings.
     Every chain passes through all of them, so it crosses at least r - 1 distinct links (the links its routes use
@@ -507,13 +507,12 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     """A sharper bound under schedule option o and DP variant v, for the shapes the search reaches, by enumerating
     n0 = layers of stage 0 (vectorised): some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so
     cycle >= c(n0) = max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and
-    opt_v >= N(n0) o_v; the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; DP overlap is
-    max_i share_i dpi_v - credit_i C0 over the chunk suffixes reduced last (`ScheduleOption.reduction_suffixes`),
-    C0 = tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of
-    `pipeline_and_gathers_s`,
+    opt_v >= N(n0) o_v; the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; the DP reduction
+    exposes max_r a_r dpi_v + b_r dpx - credit_r C0 over the MILP's rows (`ScheduleOption.reduction_rows`), C0 =
+    tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
-    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, E + DP), with E that exposure at n0 and DP
-    lowered by the drain credit at n0 (`drain_most_s`)."""
+    X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, that exposure at dpx = DP), DP lowered by the
+    drain credit at n0 (`drain_most_s`)."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -528,10 +527,9 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
                    gather_passes(variant.mode) * largest * gather)
     dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
     opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    exposed = np.max([share * dpi - credit * (tau * n0 + e_first)
-                      for share, credit in option.reduction_suffixes(p, layer)], axis=0)
-    crossing = np.min([pp + np.maximum(0.0, exposed + dp)
+    rows = option.reduction_rows(p, ctx.gpu(ctx.buildings[0]).layer)
+    c0 = tau * n0 + e_first
+    crossing = np.min([pp + np.maximum(0.0, np.max([a * dpi + b * dp - credit * c0 for a, b, credit in rows], axis=0))
                        for pp, dp in crossing_alternatives_s(ctx, option, variant,
                                                              drain_most_s(ctx, option, n0))], axis=0)
     return pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms, opt + crossing)

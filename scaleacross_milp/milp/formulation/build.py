@@ -34,7 +34,9 @@ from scaleacross_milp.milp.volumes import (
 
 
 def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
-    """Upper bounds on loads and times that no optimal solution exceeds; big-M constants are built from them."""
+    """Upper bounds on loads and times that no optimal solution exceeds; big-M constants are built from them.
+    dp_time: a DP link time (dpx, dpx0) at its best price line, dp_arc GB at the slowest link's lone-unit price or
+    NIC floor, plus two route latencies."""
     p, mb, cells = ctx.shape.pp, ctx.shape.microbatches, ctx.shape.cells_per_stage
     layers, ks = ctx.instance.model_spec.layers, ctx.buildings
     stage_ub = max(
@@ -49,11 +51,15 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     volumes = [sum(cross_volumes(ctx, v)) + straddling for v in range(len(ctx.variants))]
     dp_arc = max(volumes) * sum(stage_grad_gb(ctx, j) for j in range(p)) * max(len(ks) - 1, 1)
     slowest = max(ctx.seconds_per_gb.values(), default=0.0)
+    floored = max((floor * GB / ctx.routes.links[i].capacity_byte_s for (i, _), floor in ctx.nic_floors.items()),
+                  default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
     streamed = gathers_every_cycle(ctx)
     cycle = p * stage_ub + 2 * chi * p * latency + (pp_arc + (dp_arc / mb if streamed else 0.0)) * slowest
     pipeline = mb * cycle + p * stage_ub + 2 * (chi * (p - 1) + omega) * latency
-    return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline}
+    dp_time = dp_arc * max(slowest, floored) + 2 * latency
+    return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline,
+            "dp_time": dp_time}
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ def build_model(ctx: ShapeContext, floors: Floors = Floors()) -> pyo.ConcreteMod
         add_traffic(m, ctx, bounds)
         add_layer_kinds(m, ctx)
         add_memory(m, ctx)
-        add_iteration(m, ctx)
+        add_iteration(m, ctx, bounds)
         add_objective(m, ctx, bounds, floors.held_rate_usd_s)
         m.shape_floor = pyo.Constraint(expr=floors.time_s <= m.T)
     return m

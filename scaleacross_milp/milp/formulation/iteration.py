@@ -28,8 +28,15 @@ per suffix i of the chunks reduced last, (share_i, credit_i) = `ScheduleOption.r
 (Megatron-core's default) has no credit. Stage 0's cross-building part starts only once its intra-building
 reduction is done, after that op, so nothing hides it (dpi0, dpx0: stage 0's own terms; rows for a variant v that
 does not overlap: dp_end >= dpi + dpx - M (1 - w[v])):
-    dp_end >= share_i (dpi + dpx) - credit_i C0 - M (1 - u[o]),    dp_overlap (choice-free floors per share)
-    dp_end >= share_i (dpi0 + dpx0) - credit_i C0 - M (1 - u[o]),  dp_first_overlap;   dp_end >= dpx0,  dp_first
+    dp_end >= a_r dpi + b_r dpx - credit_r C0 - M (1 - u[o]),     dp_overlap (choice-free floors per share)
+    dp_end >= a_r dpi0 + b_r dpx0 - credit_r C0 - M (1 - u[o]),   dp_first_overlap
+    dp_end >= q_o dpx0 - M (1 - u[o]),                            dp_first
+((a_r, b_r, credit_r) = `ScheduleOption.reduction_rows`: per suffix share_i (dpi + dpx), or under interleaving,
+whose chunks each reduce inside their buildings and then across while the next chunk reduces inside, a two-stage
+flow of share_i v equal chunks, share_i max(dpi, dpx) + min(dpi, dpx) / v; q_o = 1 / v of stage 0's cross-building
+part, the last chunk's, follows its intra-building reduction, 1 for the other options: medium generated seed 17's
+interleaved plan, v = 4, exposed 37 ms of stage 0's 144 ms cross-building part and 181 ms in all where the block
+rows priced 319 ms; M: `build.big_m_bounds`' dp_time)
     C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
 (C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap). FSDP's first
 cross-building parameter gather (`traffic`: first_gather) runs at the start beside stage 0's own (gather0, below),
@@ -97,7 +104,7 @@ from scaleacross_milp.calibration.piecewise import Breakpoints
 from scaleacross_milp.costmodel.actions import GatherWindow, gather_windows
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes
 from scaleacross_milp.costmodel.dp import grad_reduce_overlaps, params_gathered_at_end, start_gather_terms
-from scaleacross_milp.costmodel.schedule import ScheduleOption
+from scaleacross_milp.costmodel.schedule import ScheduleOption, flow_coefficients
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
@@ -236,16 +243,19 @@ def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
             + min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings))
 
 
-def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) -> None:
     """Vars dp_end >= the DP synchronisation left after stage 0's last backward op, dp_exposed >= dp_end plus the
     first cross-building gather beyond gather0 (module docstring). Per schedule option o and suffix (share_i,
     credit_i) of the chunks rank 0 reduces last (`ScheduleOption.reduction_suffixes`: one chunk, but for interleaved
     1F1B and ZB-V, whose chunks reduce one after another as each one's gradients become final):
-        dp_end >= share_i (dpi + dpx) - credit_i C0 - M (1 - u[o])     (rows dp_overlap, dp_first_overlap)
-    beside choice-free floors dp_end >= s (dpi + dpx) - kappa_s C0 for each share s, kappa_s the most any option
-    credits a suffix of at least that share (max_o min_{i: share_i >= s} credit_i). A variant whose
-    reduction does not overlap (costmodel.dp.grad_reduce_overlaps) has no credit: dp_end >= dpi + dpx -
-    M (1 - w[v]) (with no overlapping variant, no option has any)."""
+        dp_end >= a_r dpi + b_r dpx - credit_r C0 - M (1 - u[o])     (rows dp_overlap, dp_first_overlap)
+    ((a_r, b_r) = `flow_coefficients`(share_r, piece_o), piece_o = `reduction_piece`, or share_r without one)
+    beside choice-free floors dp_end >= a dpi + b dpx - kappa_s C0 for each share s and (a, b) of
+    `flow_coefficients`(s, phi), kappa_s the most any option credits a suffix of at least that share
+    (max_o min_{i: share_i >= s} credit_i), phi = min over the options of piece_o (share_i without one): every
+    option has a row at least that large. A variant whose reduction does not overlap (costmodel.dp.grad_reduce_overlaps)
+    has no credit: dp_end >= dpi + dpx - M (1 - w[v]) (with no overlapping variant, no option has any). Rows
+    dp_first: dp_end >= q_o dpx0 under each option (q_o: its piece, or 1), M = `dp_time_s`."""
     p, layer = ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer
     overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
     credits = {o: [(share, credit if any(overlaps) else 0.0)
@@ -256,16 +266,23 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     floors = {share: max(min(credit for at_least, credit in suffixes if at_least >= share)
                          for suffixes in credits.values())
               for share in {share for suffixes in credits.values() for share, _ in suffixes}}
-    big = floors[1.0] * most  # the floor rows already hold dp_end - dpi - dpx >= -floors[1] C0
+    pieces = [ctx.options[o].reduction_piece for o in m.O]
+    least = min(min(share for share, _ in credits[o]) if piece is None else piece for o, piece in enumerate(pieces))
+    # the floor rows hold dp_end >= dpi + least dpx - floors[1] C0, and no row reads more than dpi + dpx
+    big = floors[1.0] * most + (1.0 - least) * dp_time_s
     m.dp_end = pyo.Var(domain=pyo.NonNegativeReals)
     for name, dpi, dpx in (("dp_overlap", m.dpi, m.dpx), ("dp_first_overlap", m.dpi0, m.dpx0)):
-        rows = [m.dp_end >= share * (dpi + dpx) - credit * c0 for share, credit in sorted(floors.items())]
-        rows += [m.dp_end >= share * (dpi + dpx) - credit * c0 - big * (1 - m.u[o])
-                 for o, suffixes in credits.items() for share, credit in suffixes if credit < floors[share]]
+        rows = [m.dp_end >= a * dpi + b * dpx - credit * c0
+                for share, credit in sorted(floors.items()) for a, b in flow_coefficients(share, least)]
+        rows += [m.dp_end >= a * dpi + b * dpx - credit * c0 - big * (1 - m.u[o])
+                 for o, suffixes in credits.items() for share, credit in suffixes
+                 if credit < floors[share] or (pieces[o] or share) > least
+                 for a, b in flow_coefficients(share, pieces[o] or share)]
         if any(overlaps):
             rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
         add_rows(m, name, rows)
-    m.dp_first = pyo.Constraint(expr=m.dp_end >= m.dpx0)
+    last = [pieces[o] or 1.0 for o in m.O]
+    add_rows(m, "dp_first", choice_lower_bounds(m.dp_end, [(last, m.dpx0)], m.u, list(m.O), dp_time_s))
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_exposed_end = pyo.Constraint(expr=m.dp_exposed >= m.dp_end)
     m.dp_exposed_start = pyo.Constraint(expr=m.dp_exposed >= m.dp_end + m.first_gather - m.gather0)
@@ -397,6 +414,27 @@ def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     add_rows(m, "span_to_bound", to_rows)
     add_rows(m, "span_bound", span_rows)
     add_rows(m, "cross_gather_wait", rows)
+    if ctx.shape.pp == 1:
+        add_accumulation_gather_waits(m, ctx)
+
+
+def add_accumulation_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Rows accumulation_gather_wait, one pipeline stage (gradient accumulation: F and B alternate on the one rank).
+    With L = gxt[a] / 2 one pass's gathers on arc a and F, B = sigma_F Cst, sigma_B Cst the ops' times, microbatch
+    i + 1's forward gather is issued when F_i ends and B_{i+1}'s when B_i ends; when L > F the link carries B_i's
+    gather alone while F_i runs, then both (at half rate each), so B_i starts 2 L - F after F_i and F_{i+1} starts
+    2 L - F + max(B, F) after it, and the last microbatch ends L + B after its forward starts:
+        Tpipe >= (m - 1/2) gxt[a] + ((m - 1) (sigma_B - sigma_F) + sigma_B) Cst[0] - M (1 - span[0,a])
+    (with L <= F it is at most m (F + B); M = 2 m cycle's bound: gxt and Cst are each at most the cycle). A TP 8
+    DP 8 FSDP job split over two halls on 400 Gb/s was priced 4 % below its replay with the cycle rows alone
+    (`tests/milp/test_cross_gathers.py`)."""
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    forward, backward = layer.forward_s / layer.total_s, 1.0 - layer.forward_s / layer.total_s
+    mb = ctx.shape.microbatches
+    big = 2 * mb * m.cycle.ub
+    m.accumulation_gather_wait = pyo.Constraint(m.A, rule=lambda m, i, d: m.Tpipe >= (
+        (mb - 0.5) * m.gxt[i, d] + ((mb - 1) * (backward - forward) + backward) * m.Cst[0]
+        - big * (1 - m.span[0, i, d])))
 
 
 def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:
@@ -411,7 +449,7 @@ def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[st
     return [(sources, list(targets)) for targets, sources in groups.items()]
 
 
-def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
     add_intra_dp_sync(m, ctx)
     _slowest_holder(m, ctx, "opt", lambda gpu, var: gpu.optimizer_s_per_layer[var], lambda fixed: fixed.optimizer_s)
     _slowest_holder(m, ctx, "gather", lambda gpu, var: gather_passes(var.mode) * gpu.gather_s_per_layer[var],
@@ -434,7 +472,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
                     per_stage={(g, v): start_terms(ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
                     at_end=[params_gathered_at_end(training, var) for var in ctx.variants])
-    add_dp_overlap(m, ctx)
+    add_dp_overlap(m, ctx, bounds["dp_time"])
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
