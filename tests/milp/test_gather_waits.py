@@ -76,3 +76,22 @@ def test_fsdp_ops_wait_for_their_chunk_s_gather_as_the_replay_does(schedule, tp,
         "stages": [{"stage": j, "layers": 32 // pp, "cells_per_building": {hall: dp}} for j in range(pp)],
         "pipelines": [{"buildings": [hall] * pp, "pipelines": dp}]})
     assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=tolerance)
+
+
+def test_gathers_slower_than_every_stage_fit_under_the_cycle_bound(small_instance):
+    # FSDP on an 8x oversubscribed hall, interleaved with 4 chunks: a microbatch's re-gathers on the comm stream
+    # (stage 1 waits 0.42 s for them) outlast every stage's compute and its fast link's sends; with the cycle's
+    # bound (`build.big_m_bounds`) counting compute and link alone the layout was infeasible and priced None.
+    halls = [{"name": name, "gpus": 64, "gpu_type": "h100", "pod_gpus": 16, "oversubscription": 8} for name in "AB"]
+    instance = small_instance(halls, [{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 10,
+                                       "transports": ["spray_selective_repeat"]}],
+                              {"schedules": ["interleaved"], "interleave_chunks": [4], "dp_modes": ["fsdp"]},
+                              gpus=128, batch=16, search_defaults={})
+    layout = Layout.model_validate({
+        "instance": instance.name, "shape": {"tp": 8, "pp": 2, "dp": 8, "micro_batch": 1, "microbatches": 2},
+        "schedule": "interleaved", "interleave": 4, "dp_mode": "fsdp",
+        "stages": [{"stage": j, "layers": 16, "cells_per_building": {"A": 4, "B": 4}} for j in range(2)],
+        "pipelines": [{"buildings": ["A", "A"], "pipelines": 4}, {"buildings": ["B", "B"], "pipelines": 4}]})
+    priced = price_layout(instance, layout)
+    assert priced is not None  # 1.468 s against the replay's 1.270 s: FSDP's interleaved re-gathers, over-priced
+    assert priced == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.2)

@@ -26,6 +26,7 @@ from scaleacross_milp.milp.formulation.traffic import add_traffic
 from scaleacross_milp.milp.volumes import (
     GB,
     cross_volumes,
+    gather_passes,
     gathers_every_cycle,
     shard_group_cells,
     stage_grad_gb,
@@ -35,6 +36,9 @@ from scaleacross_milp.milp.volumes import (
 
 def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     """Upper bounds on loads and times that no optimal solution exceeds; big-M constants are built from them.
+    cycle: every stage's time, its crossings, one microbatch's sends and gathers on the slowest link and a
+    microbatch's parameter gathers on the comm stream (`gather`, and every re-gather a stage can wait for,
+    `gather_wait`: FSDP on an 8x oversubscribed hall made a TP 8 PP 2 interleaved layout infeasible without it).
     dp_time: a DP link time (dpx, dpx0) at its best price line, dp_arc GB at the slowest link's lone-unit price or
     NIC floor, plus two route latencies."""
     p, mb, cells = ctx.shape.pp, ctx.shape.microbatches, ctx.shape.cells_per_stage
@@ -55,7 +59,12 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
                   default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
     streamed = gathers_every_cycle(ctx)
-    cycle = p * stage_ub + 2 * chi * p * latency + (pp_arc + (dp_arc / mb if streamed else 0.0)) * slowest
+    gathers = max(gather_passes(variant.mode) * ((layers - p + 1) * (gpu.gather_s_per_layer[variant] + ctx.moe_excess(
+        lambda costs, k=k, variant=variant: costs.building(k).gather_s_per_layer[variant]))
+        + gpu.embedding_dp.gather_s[variant] + gpu.head_dp.gather_s[variant])
+        for k in ks for gpu in [ctx.gpu(k)] for variant in ctx.variants)
+    cycle = (p * stage_ub + 2 * chi * p * latency + (pp_arc + (dp_arc / mb if streamed else 0.0)) * slowest
+             + gathers)
     pipeline = mb * cycle + p * stage_ub + 2 * (chi * (p - 1) + omega) * latency
     dp_time = dp_arc * max(slowest, floored) + 2 * latency
     return {"pp_arc": pp_arc, "dp_arc": dp_arc, "busy": busy, "cycle": cycle, "pipeline": pipeline,
