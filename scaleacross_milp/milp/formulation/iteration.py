@@ -251,11 +251,12 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) ->
         dp_end >= a_r dpi + b_r dpx - credit_r C0 - M (1 - u[o])     (rows dp_overlap, dp_first_overlap)
     ((a_r, b_r) = `flow_coefficients`(share_r, piece_o), piece_o = `reduction_piece`, or share_r without one)
     beside choice-free floors dp_end >= a dpi + b dpx - kappa_s C0 for each share s and (a, b) of
-    `flow_coefficients`(s, phi), kappa_s the most any option credits a suffix of at least that share
-    (max_o min_{i: share_i >= s} credit_i), phi = min over the options of piece_o (share_i without one): every
-    option has a row at least that large. A variant whose reduction does not overlap (costmodel.dp.grad_reduce_overlaps)
-    has no credit: dp_end >= dpi + dpx - M (1 - w[v]) (with no overlapping variant, no option has any). Rows
-    dp_first: dp_end >= q_o dpx0 under each option (q_o: its piece, or 1), M = `dp_time_s`."""
+    `flow_coefficients`(s, phi_s), kappa_s the most any option credits a suffix of at least that share
+    (max_o min_{i: share_i >= s} credit_i), phi_s = the least of s and the options' pieces: every option has a row at
+    least that large (s (dpi + dpx) as before when no option has a piece). A variant whose reduction does not
+    overlap (costmodel.dp.grad_reduce_overlaps) has no credit: dp_end >= dpi + dpx - M (1 - w[v]) (with no
+    overlapping variant, no option has any). Rows dp_first: dp_end >= q_o dpx0 under each option (q_o: its piece, or
+    1), M = `dp_time_s`."""
     p, layer = ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer
     overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
     credits = {o: [(share, credit if any(overlaps) else 0.0)
@@ -267,16 +268,16 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) ->
                          for suffixes in credits.values())
               for share in {share for suffixes in credits.values() for share, _ in suffixes}}
     pieces = [ctx.options[o].reduction_piece for o in m.O]
-    least = min(min(share for share, _ in credits[o]) if piece is None else piece for o, piece in enumerate(pieces))
-    # the floor rows hold dp_end >= dpi + least dpx - floors[1] C0, and no row reads more than dpi + dpx
-    big = floors[1.0] * most + (1.0 - least) * dp_time_s
+    phi = {share: min([share, *(piece for piece in pieces if piece is not None)]) for share in floors}
+    # the floor rows hold dp_end >= dpi + phi[1] dpx - floors[1] C0, and no row reads more than dpi + dpx
+    big = floors[1.0] * most + (1.0 - phi[1.0]) * dp_time_s
     m.dp_end = pyo.Var(domain=pyo.NonNegativeReals)
     for name, dpi, dpx in (("dp_overlap", m.dpi, m.dpx), ("dp_first_overlap", m.dpi0, m.dpx0)):
         rows = [m.dp_end >= a * dpi + b * dpx - credit * c0
-                for share, credit in sorted(floors.items()) for a, b in flow_coefficients(share, least)]
+                for share, credit in sorted(floors.items()) for a, b in flow_coefficients(share, phi[share])]
         rows += [m.dp_end >= a * dpi + b * dpx - credit * c0 - big * (1 - m.u[o])
                  for o, suffixes in credits.items() for share, credit in suffixes
-                 if credit < floors[share] or (pieces[o] or share) > least
+                 if credit < floors[share] or (pieces[o] or share) > phi[share]
                  for a, b in flow_coefficients(share, pieces[o] or share)]
         if any(overlaps):
             rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
