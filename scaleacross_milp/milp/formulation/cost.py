@@ -44,7 +44,7 @@ def time_ceiling_s(ctx: ShapeContext, bounds: dict[str, float]) -> float:
     the largest loads P (pipeline, per microbatch) and D (DP), and the longest route latency lambda:
         Tpipe <= m cycle + beta p S + 2 (chi p + omega) lambda + A P s + m (S + lambda + P s)   (fill, steady)
         dp_exposed <= dpi + 2 (D s + 2 lambda),   opt, gather0 <= L per-layer + fixed,   busy <= `busy`
-    (cycle <= `cycle`, a column bound; beta the largest bubble coefficient, A the arcs, s seconds per GB)."""
+    (cycle <= `cycle_most`, a column bound; beta the largest bubble coefficient, A the arcs, s seconds per GB)."""
     p, mb, layers = ctx.shape.pp, ctx.shape.microbatches, ctx.instance.model_spec.layers
     stage = max(per_layer * (layers - p + 1) + fixed for j in range(p) for k in ctx.buildings
                 for per_layer, fixed in [ctx.stage_time_terms(j, k)])
@@ -55,7 +55,7 @@ def time_ceiling_s(ctx: ShapeContext, bounds: dict[str, float]) -> float:
     beta = max(option.bubble_coefficient(layer) for option in ctx.options)
     chi = max(option.boundary_crossings + option.wrap_crossings for option in ctx.options)
     arcs = 2 * len(ctx.routes.links)
-    pipeline = (mb * bounds["cycle"] + beta * p * stage + 2 * chi * p * latency + arcs * pp
+    pipeline = (mb * bounds["cycle_most"] + beta * p * stage + 2 * chi * p * latency + arcs * pp
                 + mb * (stage + latency + pp))
     types = [ctx.gpu(key) for key in ctx.price_groups]
     dpi = max(max(ctx.dp_sync_curve(g, v, o.chunks).y) for g in ctx.price_groups for v in ctx.variants

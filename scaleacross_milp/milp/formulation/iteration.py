@@ -390,14 +390,14 @@ def gathered_op_share(ctx: ShapeContext, option: ScheduleOption) -> float:
     return max(f, i if split else i + w) / layer.total_s
 
 
-def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: float) -> None:
     """Vars span, span_to and the rows span_to_bound, span_bound, cross_gather_wait (module docstring); none without
     per-microbatch gathers (`traffic`: gxt)."""
     if not hasattr(m, "gxt"):
         return
     options = list(m.O)
     sigma = [gathered_op_share(ctx, ctx.options[o]) for o in options]
-    big = m.cycle.ub  # gxt / 2 + sigma Cst[j] <= 2 cycle, so the row is slack off its choice
+    big = cycle_s  # gxt / 2 + sigma Cst[j] <= `build.big_m_bounds`' cycle, so the row is slack off its choice
     targets = {a: route_targets(ctx.routes.pairs_over(a)) for a in m.A}
     m.span = pyo.Var(m.J, m.A, bounds=(0.0, 1.0))
     m.span_to = pyo.Var([(j, i, d, g) for j in m.J for i, d in m.A for g in range(len(targets[i, d]))],
@@ -416,23 +416,24 @@ def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     add_rows(m, "span_bound", span_rows)
     add_rows(m, "cross_gather_wait", rows)
     if ctx.shape.pp == 1:
-        add_accumulation_gather_waits(m, ctx)
+        add_accumulation_gather_waits(m, ctx, cycle_s)
 
 
-def add_accumulation_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+def add_accumulation_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: float) -> None:
     """Rows accumulation_gather_wait, one pipeline stage (gradient accumulation: F and B alternate on the one rank).
     With L = gxt[a] / 2 one pass's gathers on arc a and F, B = sigma_F Cst, sigma_B Cst the ops' times, microbatch
     i + 1's forward gather is issued when F_i ends and B_{i+1}'s when B_i ends; when L > F the link carries B_i's
     gather alone while F_i runs, then both (at half rate each), so B_i starts 2 L - F after F_i and F_{i+1} starts
     2 L - F + max(B, F) after it, and the last microbatch ends L + B after its forward starts:
         Tpipe >= (m - 1/2) gxt[a] + ((m - 1) (sigma_B - sigma_F) + sigma_B) Cst[0] - M (1 - span[0,a])
-    (with L <= F it is at most m (F + B); M = 2 m cycle's bound: gxt and Cst are each at most the cycle). A TP 8
+    (with L <= F it is at most m (F + B); M = 2 m `cycle_s`, `build.big_m_bounds`' cycle: gxt and Cst are each at
+    most that). A TP 8
     DP 8 FSDP job split over two halls on 400 Gb/s was priced 4 % below its replay with the cycle rows alone
     (`tests/milp/test_cross_gathers.py`)."""
     layer = ctx.gpu(ctx.buildings[0]).layer
     forward, backward = layer.forward_s / layer.total_s, 1.0 - layer.forward_s / layer.total_s
     mb = ctx.shape.microbatches
-    big = 2 * mb * m.cycle.ub
+    big = 2 * mb * cycle_s
     m.accumulation_gather_wait = pyo.Constraint(m.A, rule=lambda m, i, d: m.Tpipe >= (
         (mb - 0.5) * m.gxt[i, d] + ((mb - 1) * (backward - forward) + backward) * m.Cst[0]
         - big * (1 - m.span[0, i, d])))
@@ -457,7 +458,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
                     lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
     add_gather_waits(m, ctx)
-    add_cross_gather_waits(m, ctx)
+    add_cross_gather_waits(m, ctx, bounds["cycle"])
     fastest = [ctx.gpu(k) for k in ctx.buildings]
     layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
