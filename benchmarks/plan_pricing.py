@@ -63,7 +63,8 @@ def price(folder: Path) -> list[dict[str, object]]:
                      "difference": None if milp is None else (replayed - milp) / milp,
                      "layout": f"{layout.shape.label()} {layout.schedule.value} v{layout.interleave} "
                                f"{layout.dp_mode.value}"})
-        print(f"{tag}: MILP {milp} s, replay {replayed:.4f} s, {rows[-1]['layout']}", flush=True)
+        priced = "not held" if milp is None else f"{milp:.4f} s"
+        print(f"{tag}: MILP {priced}, replay {replayed:.4f} s, {rows[-1]['layout']}", flush=True)
     return rows
 
 
