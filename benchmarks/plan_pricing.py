@@ -23,7 +23,7 @@ from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.price import price_layout
 from scaleacross_milp.milp.solve import solve_instance
-from scaleacross_milp.spec.plan import Layout, Plan
+from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.verify.layout import resolve
 from scaleacross_milp.verify.verifier import verify
 
@@ -43,12 +43,6 @@ def save(folder: Path, seeds: range, size: Size, time_limit_s: float) -> None:
               f"{plan.prediction.iteration_s:.3f} s", flush=True)
 
 
-def held_layout(plan: Plan) -> Layout:
-    """The plan's layout with its link transports written out (a bare layout falls back to each link's first)."""
-    data = plan.model_dump(mode="json", include=set(Layout.model_fields))
-    return Layout.model_validate(data | {"transports": {k: t.value for k, t in plan.link_transports().items()}})
-
-
 def price(folder: Path) -> list[dict[str, object]]:
     """One row per saved plan: its MILP price and replay (seconds) and (replay - MILP) / MILP, as the property suite
     reports it (None where the MILP cannot hold the layout)."""
@@ -56,8 +50,8 @@ def price(folder: Path) -> list[dict[str, object]]:
     for path in sorted(folder.glob("plan-*.json"), key=lambda p: (len(p.stem), p.stem)):
         tag = path.stem.removeprefix("plan-")
         instance = load_instance(folder / f"inst-{tag}.json")
-        layout = held_layout(Plan.model_validate_json(path.read_text()))
-        milp = price_layout(instance, resolve(instance, layout).placed())
+        layout = resolve(instance, Plan.model_validate_json(path.read_text())).placed()  # its transports written out
+        milp = price_layout(instance, layout)
         replayed = verify(instance, layout)[0].iteration_s
         rows.append({"plan": tag, "milp_s": milp, "replay_s": replayed,
                      "difference": None if milp is None else (replayed - milp) / milp,
