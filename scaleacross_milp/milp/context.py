@@ -28,6 +28,32 @@ from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Transport
 
 
+@dataclass(frozen=True)
+class KindExcess:
+    """What one MoE layer beyond the average share (`moe`) and one dense layer beyond it (`dense`) add to a per-layer
+    quantity (`ShapeContext.moe_excess`; at most one of them is not 0), priced by the MILP's moe_excess and
+    dense_excess (`formulation.layer_kinds`)."""
+
+    moe: float = 0.0
+    dense: float = 0.0
+
+    @property
+    def most(self) -> float:
+        """The most one layer of either kind adds (for big-M constants)."""
+        return max(self.moe, self.dense)
+
+    def __mul__(self, factor: float) -> KindExcess:
+        return KindExcess(self.moe * factor, self.dense * factor)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, divisor: float) -> KindExcess:
+        return KindExcess(self.moe / divisor, self.dense / divisor)
+
+    def __bool__(self) -> bool:
+        return bool(self.moe or self.dense)
+
+
 def dp_variants(modes: list[DPMode], cells_per_stage: int, buildings: int) -> list[DPVariant]:
     """DP variants for a shape: HSDP with r replica groups for every r in 2..buildings dividing the cells
     per stage (r = 1 would be FSDP); the other modes (DDP, FSDP, fsdp-no-reshard, zero1) once."""
@@ -291,22 +317,22 @@ class ShapeContext:
 
     def stage_time_terms(self, j: int, k: str) -> tuple[float, float]:
         """(the most seconds per layer, the largest fixed seconds over the shape's options) of stage j in building k
-        for one microbatch, for big-M constants: the average layer and, for a model with both kinds of layer, what
-        its MoE layers beyond the average share may add (at most every layer MoE: x (1 - s) per layer,
-        `formulation.layer_kinds`)."""
-        moe = self.moe_layer_s(k) * (1 - self.moe_pattern.share) if self.moe_pattern else 0.0
+        for one microbatch, for big-M constants: the average layer and, for a model with both kinds of layer, the
+        most a layer of either kind beyond its average share adds (`formulation.layer_kinds`)."""
+        moe = self.moe_layer_s(k).most if self.moe_pattern else 0.0
         return self.gpu(k).layer.total_s + moe, max(self.stage_fixed_s(j, k, o) for o in self.options)
 
-    def dp_sync_excess_s(self, building: str, variant: DPVariant, chunks: int) -> float:
-        """What each MoE layer beyond the average share adds to a stage's intra-building DP sync in `building` under
-        `variant` with `chunks` chunks per rank: (f_MoE(n) - f_dense(n)) / n at the average stage's n = L / p layers
+    def dp_sync_excess_s(self, building: str, variant: DPVariant, chunks: int) -> KindExcess:
+        """What each layer of either kind beyond its average share adds to a stage's intra-building DP sync in
+        `building` under `variant` with `chunks` chunks per rank: from (f_MoE(n) - f_dense(n)) / n at the average
+        stage's n = L / p layers
         (`costmodel.dp.IntraDPSync.stage_s` on each kind's table: per layer exactly where the variant reduces layer
         by layer, the slope of one collective at that size where it reduces a chunk's buffer)."""
         n = self.instance.model_spec.layers / self.shape.pp
         return self.moe_excess(lambda costs: costs.building(building).dp_intra[variant].stage_s(n, chunks)) / n
 
-    def moe_layer_s(self, k: str) -> float:
-        """Seconds per microbatch an MoE layer adds in building k beyond a dense one (`moe_excess`)."""
+    def moe_layer_s(self, k: str) -> KindExcess:
+        """Seconds per microbatch a layer of either kind beyond its average share adds in building k (`moe_excess`)."""
         return self.moe_excess(lambda costs: costs.building(k).layer.total_s)
 
     def stage_sends(self, j: int, option: ScheduleOption) -> int:
@@ -436,13 +462,14 @@ class ShapeContext:
         built on first use."""
         return kind_costs(self.instance, self.shape, self.variants) if self.moe_pattern else None
 
-    def moe_excess(self, value: Callable[[ShapeCosts], float]) -> float:
-        """What one MoE layer held beyond the average share adds to the per-layer quantity `value` reads from a cost
-        table: max(0, value(MoE table) - value(dense table)); 0 for a model with one kind of layer."""
+    def moe_excess(self, value: Callable[[ShapeCosts], float]) -> KindExcess:
+        """What one layer of either kind held beyond its average share adds to the per-layer quantity `value` reads
+        from a cost table: an MoE layer max(0, value(MoE table) - value(dense table)), a dense one max(0,
+        value(dense table) - value(MoE table)); nothing for a model with one kind of layer."""
         if self.kind_tables is None:
-            return 0.0
+            return KindExcess()
         dense, moe = self.kind_tables
-        return max(0.0, value(moe) - value(dense))
+        return KindExcess(max(0.0, value(moe) - value(dense)), max(0.0, value(dense) - value(moe)))
 
 
 def shape_options(instance: Instance, shape: Shape, buildings: int) -> tuple[list[ScheduleOption], list[DPVariant]]:

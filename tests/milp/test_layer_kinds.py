@@ -96,3 +96,24 @@ def test_an_moe_layer_every_third_prices_through_integer_windows(tiny):
     m.objective.deactivate()
     m.fewest = pyo.Objective(expr=m.moe_layers[0] + 100 * m.moe_layers[1])
     assert solve_milp(HighsModel(m), time_limit_s=60, rel_gap=0.0, threads=1).incumbent == pytest.approx(605)
+
+
+SEED_25_LAYERS = [1, 4, 4, 4, 5, 4, 5, 4, 4, 4, 1, 1, 1, 1, 4, 1]
+SEED_25_HALLS = ["s0-b0"] * 2 + ["s1-b2"] * 8 + ["s1-b1"] * 4 + ["s2-b5"] * 2
+
+
+def test_dense_layers_beyond_their_share_are_priced_where_they_cost_more():
+    # Generated medium seed 25's plan: Llama 4 Maverick, TP 2 EP 4 PP 16 DP 20, ZB-H1 under HSDP, where a dense layer
+    # gathers more per pass than an MoE one; stages 10-13 hold one layer each (layers 39-42), the dense ones (11, 13)
+    # 30.2 ms of gathers against the average layer's 24.5 ms. Priced at the average layer (only MoE layers beyond
+    # their share counted) the plan was 15.5 % below its replay.
+    instance = generate_instance(25, Size.medium)
+    assert instance.model_spec.name == "llama4-maverick"
+    layout = Layout.model_validate({
+        "instance": instance.name, "schedule": "zb-h1", "dp_mode": "hsdp", "hsdp_replicas": 5,
+        "shape": {"tp": 2, "cp": 1, "ep": 4, "pp": 16, "dp": 20, "micro_batch": 1, "microbatches": 26},
+        "stages": [{"stage": j, "layers": n, "cells_per_building": {hall: 5}}
+                   for j, (n, hall) in enumerate(zip(SEED_25_LAYERS, SEED_25_HALLS, strict=True))],
+        "pipelines": [{"buildings": SEED_25_HALLS, "pipelines": 20}],
+    })
+    assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.05)

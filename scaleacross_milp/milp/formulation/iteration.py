@@ -105,7 +105,7 @@ from scaleacross_milp.costmodel.actions import GatherWindow, gather_windows
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes
 from scaleacross_milp.costmodel.dp import grad_reduce_overlaps, params_gathered_at_end, start_gather_terms
 from scaleacross_milp.costmodel.schedule import ScheduleOption, flow_coefficients
-from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.context import KindExcess, ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.layer_kinds import excess_s, excess_terms
@@ -155,7 +155,7 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
               for g in ctx.price_groups for v, var in enumerate(ctx.variants)}
     fixed_most = max(max(cost(g.embedding_dp).values(), default=0.0) + max(cost(g.head_dp).values(), default=0.0)
                      for g in groups)
-    big = (most * max(layer[key] + excess[key] for key in layer) + max((per_stage or {0: 0.0}).values())
+    big = (most * max(layer[key] + excess[key].most for key in layer) + max((per_stage or {0: 0.0}).values())
            + fixed_most)
     var = pyo.Var(domain=pyo.NonNegativeReals)
     setattr(m, name, var)
@@ -233,7 +233,7 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
                     schedule = [] if options is None else [sum(m.u[o] for o in options)]
                     excess = ctx.dp_sync_excess_s(g, variant, ctx.options[options[0] if options else 0].chunks)
                     curves.append(Curve(points, (*held, *chosen, *schedule), excess_s(m, j, excess),
-                                        excess * most_excess))
+                                        excess.most * most_excess))
         add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi, curves)
 
 
@@ -358,8 +358,8 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         return gather_wait_terms(gpu, ctx.variants[v], windows, option.chunks, shape.pp * option.chunks)
 
     @cache
-    def wait_rows(group: str, j: int, v: int, o: int) -> list[tuple[float, float, float]]:
-        """(slope, offset, MoE excess slope) of each partial-sum row of stage j in price group `group`."""
+    def wait_rows(group: str, j: int, v: int, o: int) -> list[tuple[float, float, KindExcess]]:
+        """(slope, offset, layer-kind excess slopes) of each partial-sum row of stage j in price group `group`."""
         wait = terms(ctx.gpu(group), j, v, o)
         return [(wait.slope(s), wait.offset(s), ctx.moe_excess(
             lambda costs, s=s: terms(costs.building(group), j, v, o).slope(s))) for s in wait.subsets(most)]
@@ -369,7 +369,7 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
                for j in m.J for k in (ctx.buildings[:1] if alike else m.K) for v in m.V for o in m.O}
     if not any(rows_of.values()):
         return
-    big = max(max(0.0, slope) * most + max(0.0, offset) + excess * most
+    big = max(max(0.0, slope) * most + max(0.0, offset) + excess.most * most
               for rows in rows_of.values() for slope, offset, excess in rows)
     m.gather_wait = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     rows = []

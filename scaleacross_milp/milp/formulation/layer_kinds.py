@@ -12,10 +12,16 @@ but for stage 0 under one chunk per rank, which holds the first n[0] layers: whe
 layer a on (`MoEPattern.first`), max(0, ceil((n[0] - a) / k)) of them (moe_first integer, k moe_first >= n[0] - a,
 moe_layers[0] >= moe_first; valid under every option, the chunked rows adding theirs);
     moe_excess[j] >= moe_layers[j] - s n[j],   moe_excess[j] >= 0      (moe_excess_rows)
+and where a dense layer costs more than an MoE one (an HSDP gather of Llama 4 Maverick's dense layer, whose experts
+an MoE layer shards over EP), its dense layers beyond their average share, y the difference:
+    dense_excess[j] >= s n[j] - moe_layers[j],   dense_excess[j] >= 0  (dense_excess_rows)
+exact at a fixed layout's own counts (generated medium seed 25's ZB-H1 plan, four one-layer stages in one
+building, dense ones gathering 30.2 ms per pass against the average's 24.5 ms, priced 15.5 % below its replay
+before); in the search, at moe_layers' most, the least a stage of its size may hold.
 ceil(n / g) is linear in the bits of n - 1 (`traffic`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
 nbit[j,b]) / g + 1; otherwise an integer moe_window[j,c] >= n[j] / g stands for it. (An integer count per stage,
 whose LP relaxation sits at n / k, cost the 5 s searches their incumbents: generated medium seed 22's PP 8 shape
-found none within its 200 nodes.) Every x is at least 0 and moe_excess never below 0, so no stage is priced below
+found none within its 200 nodes.) Every x and y is at least 0 and neither excess below 0, so no stage is priced below
 its average price and every bound on the average layer (`milp.bounds`) stays a bound. Left at the average: the GB a
 split stage's DP owners share across buildings (`traffic`'s n x cells products). A fixed layout's own counts replace
 the most (`price.fixed_layout_model`). Counting each stage's MoE layers exactly from the layers before it (floor(N /
@@ -28,20 +34,21 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.context import KindExcess, ShapeContext
 from scaleacross_milp.milp.formulation.disjunction import add_rows
 
 
 def declare_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Vars moe_layers, moe_excess (module docstring) for a model with both kinds of layer, before the rows that
-    read them; their own rows come once the bits of n exist (`add_layer_kinds`)."""
+    """Vars moe_layers, moe_excess, dense_excess (module docstring) for a model with both kinds of layer, before the
+    rows that read them; their own rows come once the bits of n exist (`add_layer_kinds`)."""
     if ctx.moe_pattern is not None:
         m.moe_layers = pyo.Var(m.J, domain=pyo.NonNegativeReals)
         m.moe_excess = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+        m.dense_excess = pyo.Var(m.J, domain=pyo.NonNegativeReals)
 
 
 def add_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """moe_window, moe_first and the rows moe_layers_rows, moe_excess_rows (module docstring)."""
+    """moe_window, moe_first and the rows moe_layers_rows, moe_excess_rows, dense_excess_rows (module docstring)."""
     pattern = ctx.moe_pattern
     if pattern is None:
         return
@@ -68,13 +75,21 @@ def add_layer_kinds(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         rows += [m.moe_layers[0] >= m.moe_first, k * m.moe_first >= m.n[0] - first]
     add_rows(m, "moe_layers_rows", [*rows, *(c * k * m.moe_window[j, c] >= m.n[j] for j, c in windows)])
     m.moe_excess_rows = pyo.Constraint(m.J, rule=lambda m, j: m.moe_excess[j] >= m.moe_layers[j] - s * m.n[j])
+    m.dense_excess_rows = pyo.Constraint(m.J, rule=lambda m, j: m.dense_excess[j] >= s * m.n[j] - m.moe_layers[j])
 
 
-def excess_terms(m: pyo.ConcreteModel, j: int, coeffs: list[float]) -> list[tuple[list[float], object]]:
-    """The `choice_lower_bounds` term (coeffs, moe_excess[j]) when the model has one and a coefficient is not 0."""
-    return [(coeffs, m.moe_excess[j])] if hasattr(m, "moe_excess") and any(coeffs) else []
+def excess_terms(m: pyo.ConcreteModel, j: int, coeffs: list[KindExcess]) -> list[tuple[list[float], object]]:
+    """The `choice_lower_bounds` terms ([x...], moe_excess[j]) and ([y...], dense_excess[j]) of per-option
+    `coeffs`, each where the model has it and a coefficient is not 0."""
+    if not hasattr(m, "moe_excess"):
+        return []
+    moe, dense = [c.moe for c in coeffs], [c.dense for c in coeffs]
+    return [(moe, m.moe_excess[j])] * any(moe) + [(dense, m.dense_excess[j])] * any(dense)
 
 
-def excess_s(m: pyo.ConcreteModel, j: int, per_layer: float):
-    """per_layer x moe_excess[j] (0 for a model with one kind of layer)."""
-    return per_layer * m.moe_excess[j] if hasattr(m, "moe_excess") and per_layer else 0.0
+def excess_s(m: pyo.ConcreteModel, j: int, per_layer: KindExcess):
+    """x moe_excess[j] + y dense_excess[j] of `per_layer` (0 for a model with one kind of layer)."""
+    if not hasattr(m, "moe_excess") or not per_layer:
+        return 0.0
+    return ((per_layer.moe * m.moe_excess[j] if per_layer.moe else 0.0)
+            + (per_layer.dense * m.dense_excess[j] if per_layer.dense else 0.0))

@@ -41,9 +41,9 @@ def add_memory(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     state = {v: costs.layer_state_bytes[var] / GB for v, var in enumerate(ctx.variants)}
     state_excess = {v: ctx.moe_excess(lambda kind, var=var: kind.layer_state_bytes[var]) / GB
                     for v, var in enumerate(ctx.variants)}
-    act_max = most * (act + act_excess) * max(inflight.values())
+    act_max = most * (act + act_excess.most) * max(inflight.values())
     head = [costs.last_stage_fixed_bytes[var] / GB for var in ctx.variants]
-    state_max = max(most * (state[v] + state_excess[v]) + fixed_state_gb(ctx, j, v) + head[v]
+    state_max = max(most * (state[v] + state_excess[v].most) + fixed_state_gb(ctx, j, v) + head[v]
                     for v in m.V for j in m.J)
 
     m.act = pyo.Var(m.J, domain=pyo.NonNegativeReals)

@@ -185,7 +185,7 @@ def add_ep_unpaired(m: pyo.ConcreteModel, ctx: ShapeContext, options: list[int])
     hidden_excess = {k: ctx.moe_excess(lambda costs, k=k: costs.building(k).ep_hidden.total_s) for k in ctx.buildings}
     p, most = ctx.shape.pp, ctx.instance.model_spec.layers - ctx.shape.pp + 1
     share = [ctx.options[o].unpaired_pairs(p) for o in options]
-    big = most * max(share) * max(hidden[k] + hidden_excess[k] for k in ctx.buildings)
+    big = most * max(share) * max(hidden[k] + hidden_excess[k].most for k in ctx.buildings)
     m.ep_unpaired = pyo.Var(domain=pyo.NonNegativeReals)
     rows = []
     for j in m.J:
