@@ -12,12 +12,12 @@ but for stage 0 under one chunk per rank, which holds the first n[0] layers: whe
 layer a on (`MoEPattern.first`), max(0, ceil((n[0] - a) / k)) of them (moe_first integer, k moe_first >= n[0] - a,
 moe_layers[0] >= moe_first; valid under every option, the chunked rows adding theirs);
     moe_excess[j] >= moe_layers[j] - s n[j],   moe_excess[j] >= 0      (moe_excess_rows)
-and where a dense layer costs more than an MoE one (an HSDP gather of Llama 4 Maverick's dense layer, whose experts
-an MoE layer shards over EP), its dense layers beyond their average share, y the difference:
+and, priced at y (what a dense layer adds over an MoE one) where a dense layer costs more (an HSDP gather of Llama 4
+Maverick's dense layer: an MoE layer shards its experts over EP), its dense layers beyond their average share:
     dense_excess[j] >= s n[j] - moe_layers[j],   dense_excess[j] >= 0  (dense_excess_rows)
 exact at a fixed layout's own counts (generated medium seed 25's ZB-H1 plan, four one-layer stages in one
 building, dense ones gathering 30.2 ms per pass against the average's 24.5 ms, priced 15.5 % below its replay
-before); in the search, at moe_layers' most, the least a stage of its size may hold.
+before); in the search, with moe_layers at least the most a stage may hold, at most the dense excess it has.
 ceil(n / g) is linear in the bits of n - 1 (`traffic`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
 nbit[j,b]) / g + 1; otherwise an integer moe_window[j,c] >= n[j] / g stands for it. (An integer count per stage,
 whose LP relaxation sits at n / k, cost the 5 s searches their incumbents: generated medium seed 22's PP 8 shape
