@@ -1,7 +1,7 @@
 """Agreement: the MILP's price of a layout against the verifier's replay of it, over many layouts, not only the
 optimiser's plans (issue 12: the MILP must rank layouts as the replay does).
 
-    python benchmarks/agreement.py [--points 0 3] [--sample 60] [--seed 0] [--csv agreement.csv]
+    python benchmarks/agreement.py [--points 0 3] [--sample 60] [--seed 0] [--csv out.csv]
 
 Per design point of benchmarks/optimality.py (small 2-3 building instances, the same restricted search), a seeded
 sample of the layouts exhaustive enumeration walks (scaleacross_milp.baselines.exhaustive.layouts) is priced twice:
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--points", type=int, nargs="+", default=None, help="run only these indices of POINTS")
     parser.add_argument("--sample", type=int, default=60, help="layouts per point")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--csv", type=Path, default=Path("agreement.csv"))
+    parser.add_argument("--csv", type=Path, default=None, help="write every layout's row to this file")
     args = parser.parse_args()
 
     console = Console(width=200)
@@ -128,6 +128,8 @@ def main() -> None:
         worst.add_row(str(row["point"]), str(row["layout"]), str(row["transports"]), f"{row['milp_s']:.4f}",
                       f"{row['replay_s']:.4f}", f"{100 * row['difference']:+.1f}")
     console.print(worst)
+    if args.csv is None:
+        return
     with args.csv.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -133,7 +133,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=LIMIT, help="most layouts per instance")
     parser.add_argument("--time-limit", type=float, default=20.0, help="MILP seconds per instance")
     parser.add_argument("--gap", type=float, default=GAP, help="the MILP's relative gap (module docstring)")
-    parser.add_argument("--csv", type=Path, default=Path("optimality.csv"))
+    parser.add_argument("--csv", type=Path, default=None, help="write the per-point rows here")
     args = parser.parse_args()
 
     console = Console(width=240)
@@ -163,6 +163,8 @@ def main() -> None:
         console.print(f"ratio: max {max(ratios):.4f}, above {TARGET} on {sum(r > TARGET for r in ratios)} of "
                       f"{len(rows)}; "
                       f"bound above the optimum on {sum(not v['bound <= optimum'] for v in rows)}")
+    if args.csv is None:
+        return
     with args.csv.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
