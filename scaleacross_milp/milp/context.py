@@ -31,7 +31,7 @@ from scaleacross_milp.spec.topology import Transport
 @dataclass(frozen=True)
 class KindExcess:
     """What one MoE layer beyond the average share (`moe`) and one dense layer beyond it (`dense`) add to a per-layer
-    quantity (`ShapeContext.moe_excess`; at most one of them is not 0), priced by the MILP's moe_excess and
+    quantity (`ShapeContext.kind_excess`; at most one of them is not 0), priced by the MILP's moe_excess and
     dense_excess (`formulation.layer_kinds`)."""
 
     moe: float = 0.0
@@ -329,11 +329,11 @@ class ShapeContext:
         (`costmodel.dp.IntraDPSync.stage_s` on each kind's table: per layer exactly where the variant reduces layer
         by layer, the slope of one collective at that size where it reduces a chunk's buffer)."""
         n = self.instance.model_spec.layers / self.shape.pp
-        return self.moe_excess(lambda costs: costs.building(building).dp_intra[variant].stage_s(n, chunks)) / n
+        return self.kind_excess(lambda costs: costs.building(building).dp_intra[variant].stage_s(n, chunks)) / n
 
     def moe_layer_s(self, k: str) -> KindExcess:
-        """Seconds per microbatch a layer of either kind beyond its average share adds in building k (`moe_excess`)."""
-        return self.moe_excess(lambda costs: costs.building(k).layer.total_s)
+        """Seconds per microbatch a layer of either kind beyond its average share adds in building k (`kind_excess`)."""
+        return self.kind_excess(lambda costs: costs.building(k).layer.total_s)
 
     def stage_sends(self, j: int, option: ScheduleOption) -> int:
         """Sends stage (rank) j makes per microbatch under `option`, each occupying it for one intra-building send:
@@ -462,7 +462,7 @@ class ShapeContext:
         built on first use."""
         return kind_costs(self.instance, self.shape, self.variants) if self.moe_pattern else None
 
-    def moe_excess(self, value: Callable[[ShapeCosts], float]) -> KindExcess:
+    def kind_excess(self, value: Callable[[ShapeCosts], float]) -> KindExcess:
         """What one layer of either kind held beyond its average share adds to the per-layer quantity `value` reads
         from a cost table: an MoE layer max(0, value(MoE table) - value(dense table)), a dense one max(0,
         value(dense table) - value(MoE table)); nothing for a model with one kind of layer."""

@@ -62,7 +62,7 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
                   default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
     streamed = gathers_every_cycle(ctx)
-    gathers = max(gather_passes(variant.mode) * ((layers - p + 1) * (gpu.gather_s_per_layer[variant] + ctx.moe_excess(
+    gathers = max(gather_passes(variant.mode) * ((layers - p + 1) * (gpu.gather_s_per_layer[variant] + ctx.kind_excess(
         lambda costs, k=k, variant=variant: costs.building(k).gather_s_per_layer[variant]).most)
         + gpu.embedding_dp.gather_s[variant] + gpu.head_dp.gather_s[variant])
         for k in ks for gpu in [ctx.gpu(k)] for variant in ctx.variants)

@@ -151,7 +151,7 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     groups = [ctx.gpu(key) for key in ctx.price_groups]
     layer = {(g, v): per_layer(ctx.gpu(g), var) for g in ctx.price_groups for v, var in enumerate(ctx.variants)}
-    excess = {(g, v): ctx.moe_excess(lambda costs, g=g, var=var: per_layer(costs.building(g), var))
+    excess = {(g, v): ctx.kind_excess(lambda costs, g=g, var=var: per_layer(costs.building(g), var))
               for g in ctx.price_groups for v, var in enumerate(ctx.variants)}
     fixed_most = max(max(cost(g.embedding_dp).values(), default=0.0) + max(cost(g.head_dp).values(), default=0.0)
                      for g in groups)
@@ -361,7 +361,7 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     def wait_rows(group: str, j: int, v: int, o: int) -> list[tuple[float, float, KindExcess]]:
         """(slope, offset, layer-kind excess slopes) of each partial-sum row of stage j in price group `group`."""
         wait = terms(ctx.gpu(group), j, v, o)
-        return [(wait.slope(s), wait.offset(s), ctx.moe_excess(
+        return [(wait.slope(s), wait.offset(s), ctx.kind_excess(
             lambda costs, s=s: terms(costs.building(group), j, v, o).slope(s))) for s in wait.subsets(most)]
 
     alike = len(ctx.price_groups) == 1  # one cost table: the rows of one building, without the holding condition

@@ -2,7 +2,7 @@
 
 The cost tables price the average layer (a share s MoE); a stage whose n layers hold e MoE layers costs, in every
 per-layer term, its average price plus x (e - s n), x what an MoE layer adds over a dense one to that term
-(`ShapeContext.moe_excess`: compute, EP, DP sync, gathers, optimizer step, memory, DP traffic). The model does not
+(`ShapeContext.kind_excess`: compute, EP, DP sync, gathers, optimizer step, memory, DP traffic). The model does not
 place layers by index, so e is the most a stage of its size can hold wherever it sits (`costmodel.layer_kinds.
 MoEPattern`: at most ceil(w / k) in w consecutive layers); a rank of c chunks holds c runs of n / c layers, so at
 most c ceil(n / g), g = c k:

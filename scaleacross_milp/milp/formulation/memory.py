@@ -36,10 +36,10 @@ def add_memory(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     p, mb, costs = ctx.shape.pp, ctx.shape.microbatches, ctx.costs
     most = ctx.instance.model_spec.layers - p + 1
     act = costs.activation_bytes_per_layer / GB
-    act_excess = ctx.moe_excess(lambda kind: kind.activation_bytes_per_layer) / GB
+    act_excess = ctx.kind_excess(lambda kind: kind.activation_bytes_per_layer) / GB
     inflight = {(o, j): opt.inflight_microbatches(p, j, mb) for o, opt in enumerate(ctx.options) for j in range(p)}
     state = {v: costs.layer_state_bytes[var] / GB for v, var in enumerate(ctx.variants)}
-    state_excess = {v: ctx.moe_excess(lambda kind, var=var: kind.layer_state_bytes[var]) / GB
+    state_excess = {v: ctx.kind_excess(lambda kind, var=var: kind.layer_state_bytes[var]) / GB
                     for v, var in enumerate(ctx.variants)}
     act_max = most * (act + act_excess.most) * max(inflight.values())
     head = [costs.last_stage_fixed_bytes[var] / GB for var in ctx.variants]

@@ -182,7 +182,7 @@ def add_ep_unpaired(m: pyo.ConcreteModel, ctx: ShapeContext, options: list[int])
     hidden = {k: ctx.gpu(k).ep_hidden.total_s for k in ctx.buildings}
     if not any(hidden.values()):
         return 0.0
-    hidden_excess = {k: ctx.moe_excess(lambda costs, k=k: costs.building(k).ep_hidden.total_s) for k in ctx.buildings}
+    hidden_excess = {k: ctx.kind_excess(lambda costs, k=k: costs.building(k).ep_hidden.total_s) for k in ctx.buildings}
     p, most = ctx.shape.pp, ctx.instance.model_spec.layers - ctx.shape.pp + 1
     share = [ctx.options[o].unpaired_pairs(p) for o in options]
     big = most * max(share) * max(hidden[k] + hidden_excess[k].most for k in ctx.buildings)

@@ -375,7 +375,7 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     the loads the gathers join)."""
     cells = ctx.shape.cells_per_stage
     g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
-    g_excess = ctx.moe_excess(lambda kind: kind.grad_bytes_per_layer_per_cell) / GB
+    g_excess = ctx.kind_excess(lambda kind: kind.grad_bytes_per_layer_per_cell) / GB
     stage_gb_most = (g + g_excess.most) * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
     shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in DP_UNITS}
     groups = shard_group_cells(ctx)
