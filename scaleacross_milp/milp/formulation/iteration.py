@@ -142,7 +142,7 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
                     head_where: Callable[[ScheduleOption], bool] | None = None,
                     head_start: Callable[[int], object] | None = None, per_stage: dict | None = None,
                     at_end: list[bool] | None = None) -> None:
-    """Add var `name` >= n[j] per_layer(average layer) + moe_excess[j] (per_layer(MoE) - per_layer(dense))
+    """Add var `name` >= n[j] per_layer(average layer) + either kind's layers beyond their share times what it adds
     (`layer_kinds`) + per_stage[price group, variant] + the fixed parameters' `cost` (`_fixed_terms`) - head_start(j)
     over every held (j, k) and the chosen variant, per_layer read from building k's cost tables (head_start: an
     expression >= 0, none by default; per_stage: 0 by default); when every price group gives the same numbers, the
@@ -213,7 +213,7 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring), and
     dpi0 >= stage 0's; with several price groups (`ShapeContext.price_groups`), each group's curves hold when the
     stage has cells there: dpi_held[j, g] >= y[j, k] for k in g (rows dpi_held_bound)."""
-    most_excess = ctx.instance.model_spec.layers - ctx.shape.pp + 1  # moe_excess[j] <= n[j] at its least
+    most_excess = ctx.instance.model_spec.layers - ctx.shape.pp + 1  # either excess <= n[j] at its least
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi0 = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi_first = pyo.Constraint(expr=m.dpi >= m.dpi0)

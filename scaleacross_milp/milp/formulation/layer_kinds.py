@@ -17,7 +17,9 @@ Maverick's dense layer: an MoE layer shards its experts over EP), its dense laye
     dense_excess[j] >= s n[j] - moe_layers[j],   dense_excess[j] >= 0  (dense_excess_rows)
 exact at a fixed layout's own counts (generated medium seed 25's ZB-H1 plan, four one-layer stages in one
 building, dense ones gathering 30.2 ms per pass against the average's 24.5 ms, priced 15.5 % below its replay
-before); in the search, with moe_layers at least the most a stage may hold, at most the dense excess it has.
+before); in the search, with moe_layers at least the most a stage may hold, at most the dense excess it has. Every
+row elsewhere written with x moe_excess[j] reads y dense_excess[j] beside it (`excess_s`, `excess_terms`; one of x
+and y is 0, `ShapeContext.kind_excess`).
 ceil(n / g) is linear in the bits of n - 1 (`traffic`'s nbit) when g is a power of 2, (n - 1 - sum_{2^b < g} 2^b
 nbit[j,b]) / g + 1; otherwise an integer moe_window[j,c] >= n[j] / g stands for it. (An integer count per stage,
 whose LP relaxation sits at n / k, cost the 5 s searches their incumbents: generated medium seed 22's PP 8 shape
