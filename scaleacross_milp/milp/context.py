@@ -319,8 +319,8 @@ class ShapeContext:
         """(the most seconds per layer, the largest fixed seconds over the shape's options) of stage j in building k
         for one microbatch, for big-M constants: the average layer and, for a model with both kinds of layer, the
         most a layer of either kind beyond its average share adds (`formulation.layer_kinds`)."""
-        moe = self.moe_layer_s(k).most if self.moe_pattern else 0.0
-        return self.gpu(k).layer.total_s + moe, max(self.stage_fixed_s(j, k, o) for o in self.options)
+        kind = self.kind_layer_s(k).most if self.moe_pattern else 0.0
+        return self.gpu(k).layer.total_s + kind, max(self.stage_fixed_s(j, k, o) for o in self.options)
 
     def dp_sync_excess_s(self, building: str, variant: DPVariant, chunks: int) -> KindExcess:
         """What each layer of either kind beyond its average share adds to a stage's intra-building DP sync in
@@ -331,7 +331,7 @@ class ShapeContext:
         n = self.instance.model_spec.layers / self.shape.pp
         return self.kind_excess(lambda costs: costs.building(building).dp_intra[variant].stage_s(n, chunks)) / n
 
-    def moe_layer_s(self, k: str) -> KindExcess:
+    def kind_layer_s(self, k: str) -> KindExcess:
         """Seconds per microbatch a layer of either kind beyond its average share adds in building k (`kind_excess`)."""
         return self.kind_excess(lambda costs: costs.building(k).layer.total_s)
 

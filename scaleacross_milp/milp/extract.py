@@ -72,7 +72,7 @@ def held(m: pyo.ConcreteModel, ctx: ShapeContext) -> list[tuple[int, str]]:
 def stage_times(m: pyo.ConcreteModel, ctx: ShapeContext, option: int) -> list[tuple[float, int, str]]:
     """(seconds per microbatch, j, k) of each stage j held in building k under `option`, as the stage_time rows
     price it: n[j] tau_k, its MoE layers beyond the average share, and its fixed work."""
-    return [(round(_val(m.n[j])) * ctx.gpu(k).layer.total_s + _val(excess_s(m, j, ctx.moe_layer_s(k)))
+    return [(round(_val(m.n[j])) * ctx.gpu(k).layer.total_s + _val(excess_s(m, j, ctx.kind_layer_s(k)))
              + ctx.stage_fixed_s(j, k, ctx.options[option]), j, k) for j, k in held(m, ctx)]
 
 

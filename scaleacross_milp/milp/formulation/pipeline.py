@@ -114,7 +114,7 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     def stage_rule(m, j, k):
         fixed = chosen_value(m, [ctx.stage_fixed_s(j, k, o) for o in ctx.options])
         relax = 0 if ctx.homogeneous else stage_max(j, k) * (1 - m.y[j, k])
-        return m.Cst[j] >= ctx.gpu(k).layer.total_s * m.n[j] + excess_s(m, j, ctx.moe_layer_s(k)) + fixed - relax
+        return m.Cst[j] >= ctx.gpu(k).layer.total_s * m.n[j] + excess_s(m, j, ctx.kind_layer_s(k)) + fixed - relax
 
     m.stage_time = pyo.Constraint(m.J, m.K, rule=stage_rule)
     if not ctx.homogeneous:
