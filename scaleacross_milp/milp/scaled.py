@@ -3,10 +3,13 @@
 From a plan of shape (TP, CP, EP, micro-batch, PP, DP) with schedule option o, DP variant v and layers n[j]:
     DP-out   a shape with the same degrees and more pipelines, each building holding whole pipelines, fastest
              buildings first (`patterns.dp_out_cells`), the same layers per stage
-    PP-out   a shape with the same DP and deeper pipelines, whole stages filling the fastest buildings in contiguous
-             blocks (`patterns.pp_out_cells`), layers left to the MILP (a split by speed alone ignores memory and
-             the end stages' fixed work: generated seed 6's PP-out split by speed did not beat a 28.4 s incumbent,
-             the MILP's split of the same cells priced 26.1 s)
+    PP-out   a shape with the same DP and deeper pipelines, or the same PP and more pipelines, whole stages
+             filling the fastest buildings in contiguous blocks (`patterns.pp_out_cells`), layers left to the MILP
+             (a split by speed alone ignores memory and the end stages' fixed work: generated seed 6's PP-out split
+             by speed did not beat a 28.4 s incumbent, the MILP's split of the same cells priced 26.1 s). More
+             pipelines in blocks is what a plan needs where the fast buildings hold stages but not whole pipelines:
+             generated medium seed 99's TP2 EP4 PP32 DP4 on 384 B200s scales to DP 8 with 24 stages there and 8 in
+             a 160-B200 hall (1.88 s against 2.75 s), where DP-out's second pipeline lands on H100s
 Each is a layout of its shape; with its cells (and DP-out's layers), o and v fixed (each left to the MILP when the
 scaled shape does not offer it), its MILP over the buildings it uses is small (flows and transports left, and PP-out's
 layers), so the search prices it quickly and, when better, holds it as the incumbent: the plan a hill-climb from a

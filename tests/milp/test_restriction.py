@@ -150,3 +150,25 @@ def test_a_restriction_keeps_only_the_pairs_its_own_buildings_can_hold(tiny):
     assert ctx.pairs
     assert ctx.held_pairs(["A"], ctx.pairs) == ctx.pairs
     assert ctx.held_pairs(["B"], ctx.pairs) == []
+
+
+def test_a_plan_is_scaled_out_to_more_pipelines_with_stages_in_blocks_where_no_fast_building_holds_one(tiny):
+    # TP8 PP4 DP1 fills 32 of A's 48 B200s. DP 2 needs 64 GPUs: DP-out's whole second pipeline fits only in C's
+    # slower A100s, but with each stage whole in one building (PP-out's cells at DP 2) stages 0-2 fill A and
+    # stage 3 fills B: both pipelines on B200s, about twice as fast as the incumbent.
+    halls = [{"name": "A", "gpus": 48, "gpu_type": "b200"}, {"name": "B", "gpus": 16, "gpu_type": "b200"},
+             {"name": "C", "gpus": 32, "gpu_type": "a100"}]
+    links = [{"a": "A", "b": b, "capacity_gbit_s": 3200, "distance_km": 1} for b in "BC"]
+    instance = tiny(buildings=halls, links=links, global_batch_sequences=32,
+                    search={"tp_degrees": [8], "pp_degrees": [4], "schedules": ["1f1b"], "dp_modes": ["fsdp"]})
+    start = time.perf_counter()
+    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    search.try_restriction(next(i for i, c in enumerate(search.candidates)
+                                if c.shape == Shape(tp=8, pp=4, dp=1, micro_batch=1, microbatches=32)))
+    before = search.incumbent
+    search.scale_out()
+    assert search.best.ctx.shape.dp == 2 and search.incumbent < 0.6 * before
+    plan = incumbent_plan(search)
+    assert [sorted(stage.cells_per_building) for stage in plan.stages] == [["A"], ["A"], ["A"], ["B"]]
+    verification, _ = verify(instance, plan)
+    assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
