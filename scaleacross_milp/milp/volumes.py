@@ -74,9 +74,15 @@ def straddle_volumes(ctx: ShapeContext) -> tuple[float, float, float]:
     return phases.grad_copies, phases.gathers_per_microbatch * ratio, ratio
 
 
+def gathers_every_pass(ctx: ShapeContext, v: int) -> bool:
+    """True when variant v gathers parameters across buildings before every pass: FSDP's gathers, or a straddling
+    HSDP group's."""
+    return bool(timed_volumes(ctx, v)[1]) or v in shard_group_cells(ctx)
+
+
 def gathers_every_cycle(ctx: ShapeContext) -> bool:
-    """True when parameters can cross buildings every microbatch: FSDP's gathers, or a straddling HSDP group's."""
-    return any(timed_volumes(ctx, v)[1] for v in range(len(ctx.variants))) or bool(shard_group_cells(ctx))
+    """True when parameters can cross buildings every microbatch under some variant (`gathers_every_pass`)."""
+    return any(gathers_every_pass(ctx, v) for v in range(len(ctx.variants)))
 
 
 def shard_group_cells(ctx: ShapeContext) -> dict[int, int]:

@@ -125,7 +125,9 @@ def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
     for cells in (dp_out, pp_out):
         with fixed_cells(model, cells):
             restricted = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=None)
-        assert restricted.incumbent is not None and restricted.incumbent >= full - 1e-9
+        # A sub-problem: never below the full optimum beyond HiGHS's tolerances (rows hold to 1e-6 before their
+        # big-M coefficients, so two DP variants a few microseconds apart can swap).
+        assert restricted.incumbent is not None and restricted.incumbent >= full * (1 - 1e-5)
         assert {(j, k): round(model.x[j, k].value) for j in model.J for k in model.K if model.x[j, k].value} == cells
 
 

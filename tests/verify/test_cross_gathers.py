@@ -3,6 +3,8 @@ is empty (one rank), the other building's shard still crosses before every op th
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from scaleacross_milp.spec.plan import Layout
@@ -58,3 +60,20 @@ def test_a_backwards_pull_waits_for_the_forwards_before_it(tiny):
     assert len(pulls) == 2
     assert pulls[1].start == pytest.approx(pulls[0].finish)
     assert forward_in_b.start == pytest.approx(pulls[0].finish)
+
+
+def test_a_rank_s_pulls_run_in_order_when_a_thin_link_backs_them_up(tiny):
+    """Each pull is a collective of the rank's one DP communicator, so on a link too thin to keep up (each pull
+    outlasts the op it hides behind) the next waits for the one before instead of crossing beside it: the link
+    carries them one after another, none overlapping, and the iteration is at least every pull end to end."""
+    instance = tiny(buildings=HALLS, links=[{**LINK[0], "capacity_gbit_s": 100}],
+                    global_batch_sequences=2 * MICROBATCHES)
+    layout = Layout(shape={"tp": 8, "pp": 1, "dp": 2, "micro_batch": 1, "microbatches": MICROBATCHES},
+                    schedule=Schedule.one_f_one_b, dp_mode=DPMode.fsdp,
+                    stages=[{"stage": 0, "layers": 32, "cells_per_building": {"A": 1, "B": 1}}])
+    run = replay(build_workload(instance, resolve(instance, layout)), instance.topology)
+    pulls = sorted((r for r in run.records if r.track == "link A->B" and r.name.startswith("all-gather")),
+                   key=lambda r: r.start)
+    assert len(pulls) == 2 * MICROBATCHES
+    assert all(later.start >= earlier.finish - 1e-12 for earlier, later in itertools.pairwise(pulls))
+    assert run.makespan_s > sum(r.finish - r.start for r in pulls)

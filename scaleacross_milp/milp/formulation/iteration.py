@@ -78,13 +78,20 @@ seed 91's HSDP ZB-H1 plan (1-layer stages, Mixtral's 32k-token embedding gathere
 was priced 21 % below its replay while the rows held the layers' gathers alone against fixed op kinds.
 Parameters a stage holds in another building cross the link before every F and I / B (FSDP, `traffic`: gxt[a], the
 link time of one microbatch's gathers on arc a, both passes). Such a gather is issued once the rank's op of the same
-kind for the previous microbatch has finished (the op two before) and nothing queues it behind the other gathers, so
-each op kind chains one gather and the op per microbatch: with sigma_o the largest share of a stage's time in an op
-that needs a gather (F, or the fused backward I + W; F or I when W is split off),
+kind for the previous microbatch has finished (the op two before), so each op kind chains one gather and the op per
+microbatch: with sigma_o the largest share of a stage's time in an op that needs a gather (F, or the fused backward
+I + W; F or I when W is split off),
     cycle >= gxt[a] / 2 + sigma_o Cst[j] - M (1 - span[j,a]) - M (1 - u[o])     (cross_gather_wait)
 (a: one pass's share of the link's gathers) where span[j,a] = 1 when stage j is held at both ends of some building
-pair (s, t) whose route s -> t crosses a. With the pairs over a grouped by source into sources S_g sharing one
-target set T_g (`route_targets`; one group when the routes form a tree), at 0/1 values of y
+pair (s, t) whose route s -> t crosses a. A rank's gathers are one communicator's collectives and run in order, each
+paying its route's latency lambda_a (the least over the pairs crossing a) before the next starts: 2 c_o of them per
+microbatch (F and I / B per model chunk), so with p > 1 under a variant v that gathers every pass (FSDP, a straddling
+HSDP group)
+    cycle >= gxt[a] + 2 c_o lambda_a - M (1 - span[j,a]) - M (1 - u[o]) - M (1 - sum_v w[v])   (cross_gather_stream)
+(exact with one rank's gathers on the arc; with several in parallel it over-prices by at most their latencies; a
+pair whose route is longer than lambda_a has rows of its own, `add_gather_streams`).
+With the pairs over a grouped by source into sources S_g sharing one target set T_g (`route_targets`; one group
+when the routes form a tree), at 0/1 values of y
     span_to[j,a,g] >= y[j,t]  for t in T_g      (span_to_bound)
     span[j,a] >= y[j,s] + span_to[j,a,g] - 1  for s in S_g      (span_bound),   0 <= span, span_to <= 1
 is that condition in sum_g (|S_g| + |T_g|) rows per stage and arc rather than one per pair and option.
@@ -110,7 +117,7 @@ from scaleacross_milp.milp.formulation.chosen import head_on
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.layer_kinds import excess_s, excess_terms
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
-from scaleacross_milp.milp.volumes import gather_passes
+from scaleacross_milp.milp.volumes import gather_passes, gathers_every_pass
 from scaleacross_milp.spec.search import Schedule
 
 Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
@@ -417,26 +424,62 @@ def add_cross_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: flo
     add_rows(m, "cross_gather_wait", rows)
     if ctx.shape.pp == 1:
         add_accumulation_gather_waits(m, ctx, cycle_s)
+    else:
+        add_gather_streams(m, ctx, cycle_s)
+
+
+def arc_latency_s(ctx: ShapeContext, arc: tuple[int, int]) -> float:
+    """lambda_a: the least route latency over the building pairs whose route crosses `arc`."""
+    return min((ctx.routes.latency_s[pair] for pair in ctx.routes.pairs_over(arc)), default=0.0)
+
+
+def gathering_every_pass(m: pyo.ConcreteModel, ctx: ShapeContext):
+    """sum_v w[v] over the variants that gather parameters across buildings every pass
+    (`volumes.gathers_every_pass`)."""
+    return sum(m.w[v] for v in m.V if gathers_every_pass(ctx, v))
+
+
+def add_gather_streams(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: float) -> None:
+    """Rows cross_gather_stream (module docstring): a rank's gathers of one microbatch, in order, each after its
+    route's latency, per stage, arc and chunk count c (U_c = sum of u[o] over the options of c chunks); and where a
+    route s -> t is longer than the least over its first arc a (a chain's far ends), per stage and pair:
+        cycle >= gxt[a] + 2 c lambda[s,t] - M (2 - y[j,s] - y[j,t]) - M (1 - U_c) - M (1 - sum_v w[v])
+    (cross_gather_far)."""
+    gathering = gathering_every_pass(m, ctx)
+    routes = ctx.routes
+    latency = {a: arc_latency_s(ctx, a) for a in m.A}
+    chosen = {c: sum(m.u[o] for o in m.O if ctx.options[o].chunks == c) for c in {o.chunks for o in ctx.options}}
+    big = cycle_s + 2 * max(chosen) * max(routes.latency_s.values(), default=0.0)  # gxt <= cycle_s
+    m.cross_gather_stream = pyo.Constraint(
+        [(j, i, d, c) for j in m.J for i, d in m.A for c in chosen], rule=lambda m, j, i, d, c: m.cycle >= (
+            m.gxt[i, d] + 2 * c * latency[i, d] - big * (3 - m.span[j, i, d] - chosen[c] - gathering)))
+    far = [(s, t) for s in m.K for t in m.K if s != t and routes.latency_s[s, t] > latency[routes.arcs[s, t][0]]]
+    m.cross_gather_far = pyo.Constraint(
+        [(j, s, t, c) for j in m.J for s, t in far for c in chosen], rule=lambda m, j, s, t, c: m.cycle >= (
+            m.gxt[routes.arcs[s, t][0]] + 2 * c * routes.latency_s[s, t]
+            - big * (4 - m.y[j, s] - m.y[j, t] - chosen[c] - gathering)))
 
 
 def add_accumulation_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: float) -> None:
     """Rows accumulation_gather_wait, one pipeline stage (gradient accumulation: F and B alternate on the one rank).
-    With L = gxt[a] / 2 one pass's gathers on arc a and F, B = sigma_F Cst, sigma_B Cst the ops' times, microbatch
-    i + 1's forward gather is issued when F_i ends and B_{i+1}'s when B_i ends; when L > F the link carries B_i's
-    gather alone while F_i runs, then both (at half rate each), so B_i starts 2 L - F after F_i and F_{i+1} starts
-    2 L - F + max(B, F) after it, and the last microbatch ends L + B after its forward starts:
-        Tpipe >= (m - 1/2) gxt[a] + ((m - 1) (sigma_B - sigma_F) + sigma_B) Cst[0] - M (1 - span[0,a])
-    (with L <= F it is at most m (F + B); M = 2 m `cycle_s`, `build.big_m_bounds`' cycle: gxt and Cst are each at
-    most that). A TP 8
-    DP 8 FSDP job split over two halls on 400 Gb/s was priced 4 % below its replay with the cycle rows alone
-    (`tests/milp/test_cross_gathers.py`)."""
+    Its 2 m gathers on arc a run in order (`cross_gather_stream`), each after its route's latency lambda_a; the first
+    is the start's (gather0, before Tpipe) and the last backward B = sigma_B Cst[0] runs after the last of them:
+        Tpipe >= (m - 1/2) gxt[a] + (2 m - 1) lambda_a + sigma_B Cst[0] - M (1 - span[0,a]) - M (1 - sum_v w[v])
+    (exact while the gathers outlast the ops; M = m (`cycle_s` + 2 lambda_a) + `cycle_s`, `build.big_m_bounds`' cycle
+    bounding gxt and Cst). A TP 8 DP 8 FSDP job split over two halls on 400 Gb/s was priced 4 % below its replay
+    with the cycle rows alone (`tests/milp/test_cross_gathers.py`)."""
     layer = ctx.gpu(ctx.buildings[0]).layer
-    forward, backward = layer.forward_s / layer.total_s, 1.0 - layer.forward_s / layer.total_s
+    backward = 1.0 - layer.forward_s / layer.total_s
     mb = ctx.shape.microbatches
-    big = 2 * mb * cycle_s
-    m.accumulation_gather_wait = pyo.Constraint(m.A, rule=lambda m, i, d: m.Tpipe >= (
-        (mb - 0.5) * m.gxt[i, d] + ((mb - 1) * (backward - forward) + backward) * m.Cst[0]
-        - big * (1 - m.span[0, i, d])))
+    gathering = gathering_every_pass(m, ctx)
+
+    def row(m: pyo.ConcreteModel, i: int, d: int):
+        latency = arc_latency_s(ctx, (i, d))
+        big = mb * (cycle_s + 2 * latency) + cycle_s
+        return m.Tpipe >= ((mb - 0.5) * m.gxt[i, d] + (2 * mb - 1) * latency + backward * m.Cst[0]
+                           - big * (2 - m.span[0, i, d] - gathering))
+
+    m.accumulation_gather_wait = pyo.Constraint(m.A, rule=row)
 
 
 def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:

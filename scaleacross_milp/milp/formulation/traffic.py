@@ -36,7 +36,8 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
     (S (G_v + Q_v) / D: dp_unit, the chosen variant's unit over the stages, `add_dp_units`: a DP unit is one
     stage cell's exchange, so its GB follow that stage's own layers; stage 0's rows use S_0 = g n[0] + e_0)
     gxt[a]  >= T_dp(gxm[a]; S G_mb / D),   gcyc[a] >= xfer[a] + gxt[a] (link_gathers),  cycle >= gcyc[a]
-                                  (link_cycle; cycle >= xfer[a] without FSDP)  ... and gathers, once per cycle
+                                  (link_cycle; cycle >= xfer[a] without FSDP, and with one stage, whose gathers
+                                  `iteration`'s accumulation_gather_wait times: the first is the start's)
     Tpipe   >= m (xfer[l,+] + xfer[l,-]) + sum_j Cst[j]   under GPipe (gpipe_sends): its forward phase sends every
                                   microbatch one way, its backward phase the other way, one after the other (a
                                   rank's sends to a peer run in order), and each stage's forward and backward of one
@@ -315,7 +316,8 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
     if streamed:
         m.link_gathers = pyo.Constraint(m.A, rule=lambda m, i, d: m.gcyc[i, d] >= m.xfer[i, d] + m.gxt[i, d])
-    m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= (m.gcyc[i, d] if streamed else m.xfer[i, d]))
+    cycled = streamed and ctx.shape.pp > 1  # one stage's gathers: `iteration.add_accumulation_gather_waits`
+    m.link_cycle = pyo.Constraint(m.A, rule=lambda m, i, d: m.cycle >= (m.gcyc[i, d] if cycled else m.xfer[i, d]))
     gpipe = [1.0 if ctx.options[o].schedule is Schedule.gpipe else 0.0 for o in options]
     if any(gpipe):
         sends = [mb * g for g in gpipe]
