@@ -686,11 +686,11 @@ class ShapeSearch:
 
     def scale_out(self) -> None:
         """Price the incumbent's DP-out and PP-out layouts (`scaled`) on the promising shapes that scale it out
-        (same TP, CP, EP and micro-batch, more GPUs): DP-out and PP-out onto more pipelines, PP-out onto deeper ones,
-        up to SCALED_PER_KIND of each kind whose model is kept or fits the time left, in `climbing_order`: each in
-        its MILP over the buildings it uses, with its cells, DP-out's layers and the incumbent's schedule option and
-        DP variant (where the shape offers them) fixed, the model holding only the pairs that agree with them
-        (`narrowed`)."""
+        (same TP, CP, EP and micro-batch, more GPUs): DP-out onto more pipelines, PP-out onto deeper ones, then
+        PP-out onto more pipelines, up to SCALED_PER_KIND of each kind whose model is kept or fits the time left, in
+        `climbing_order`: each in its MILP over the buildings it uses, with its cells, DP-out's layers and the
+        incumbent's schedule option and DP variant (where the shape offers them) fixed, the model holding only the
+        pairs that agree with them (`narrowed`)."""
         best = self.best
         m = best.model.model
         restore(m, best.values)
@@ -700,8 +700,8 @@ class ShapeSearch:
         shape = best.ctx.shape
         grown = self.scaling_out(shape)
         for same, make in [(lambda s: s.pp == shape.pp, lambda ctx: dp_out(ctx, layers)),
-                           (lambda s: s.pp == shape.pp, pp_out),
-                           (lambda s: s.dp == shape.dp, pp_out)]:
+                           (lambda s: s.dp == shape.dp, pp_out),
+                           (lambda s: s.pp == shape.pp, pp_out)]:
             tried = 0
             for i in climbing_order([i for i in grown if same(self.candidates[i].shape)],
                                     lambda i: self.candidates[i].shape.gpus):
