@@ -152,10 +152,10 @@ class _Builder:
         self.pulls: dict[int, dict[tuple[str, str], float]] = {}
         self.channel: dict[tuple[int, int, int], int] = {}
         """(pattern, rank, peer rank) -> the last cross-building send on that channel (sends run in order)."""
-        self.gather_channel: dict[tuple[int, int, str], int] = {}
-        """(pattern, rank, source building) -> the last all-gather that rank's cells pulled from there: one
-        communicator's collectives run in order, on the same connections (FSDP's all-gather stream), so a gather
-        backed up behind a slow link waits for the one before it instead of adding subflows beside it."""
+        self.gather_channel: dict[tuple[int, int], tuple[int, ...]] = {}
+        """(pattern, rank) -> the cross-building pulls of that rank's last all-gather: one communicator's
+        collectives run in order, on the same connections (FSDP's all-gather stream), so a gather backed up behind a
+        slow link waits for the one before it instead of adding subflows beside it."""
 
     def build(self) -> _Graph:
         for g in range(len(self.r.patterns)):
@@ -286,7 +286,8 @@ class _Builder:
 
     def _cross_gathers(self, g: int, rank: int, a: Action, preds) -> list[int]:
         """All-gather traffic this pattern's cells of `rank` pull from other buildings before action `a`: the
-        building's share `shard_pull` of a parameter copy, split over its patterns by their cells."""
+        building's share `shard_pull` of a parameter copy, split over its patterns by their cells; after `preds` and
+        the rank's previous all-gather (`gather_channel`)."""
         pull = self._pull(rank)
         if not pull:
             return []
@@ -305,10 +306,11 @@ class _Builder:
             transfer = Transfer(src, dst, nbytes, subflows, self.w.rank(dst, rank).nic_byte_s / qp,
                                 self.fabric.latency_s[src, dst], "dp")
             node = self.g.add(XFER, 0.0, f"link {src}->{dst}", f"all-gather {a.stage} mb{a.microbatch}", "dp",
-                              (*preds, self.gather_channel.get((g, rank, src))))
-            self.gather_channel[g, rank, src] = node
+                              (*preds, *self.gather_channel.get((g, rank), ())))
             self.g.transfer[node] = transfer
             nodes.append(node)
+        if nodes:
+            self.gather_channel[g, rank] = tuple(nodes)
         return nodes
 
     # ---- data dependencies across ranks --------------------------------------------------------------------
