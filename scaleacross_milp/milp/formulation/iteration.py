@@ -83,13 +83,13 @@ microbatch: with sigma_o the largest share of a stage's time in an op that needs
 I + W; F or I when W is split off),
     cycle >= gxt[a] / 2 + sigma_o Cst[j] - M (1 - span[j,a]) - M (1 - u[o])     (cross_gather_wait)
 (a: one pass's share of the link's gathers) where span[j,a] = 1 when stage j is held at both ends of some building
-pair (s, t) whose route s -> t crosses a. A rank's gathers are one communicator's collectives and run in order, each
-paying its route's latency lambda_a (the least over the pairs crossing a) before the next starts: 2 c_o of them per
-microbatch (F and I / B per model chunk), so with p > 1 under a variant v that gathers every pass (FSDP, a straddling
-HSDP group)
-    cycle >= gxt[a] + 2 c_o lambda_a - M (1 - span[j,a]) - M (1 - u[o]) - M (1 - sum_v w[v])   (cross_gather_stream)
-(exact with one rank's gathers on the arc; with several in parallel it over-prices by at most their latencies; a
-pair whose route is longer than lambda_a has rows of its own, `add_gather_streams`).
+pair (s, t) whose route s -> t crosses a. A rank's all-gathers are one communicator's collectives and run in order,
+each done once its farthest pull has crossed, after the longest route the stage spans (`traffic`: span_latency[j]):
+2 c_o of them per microbatch (F and I / B per model chunk), so with p > 1 under a variant v that gathers every pass
+(FSDP, a straddling HSDP group), with U_c the options of c chunks,
+    cycle >= gxt[a] + 2 c span_latency[j] - M (1 - span[j,a]) - M (1 - U_c) - M (1 - sum_v w[v])  (cross_gather_stream)
+(exact with one rank's gathers on the arc; with several in parallel, or a near pull on a and a far one elsewhere, it
+over-prices by at most those latencies).
 With the pairs over a grouped by source into sources S_g sharing one target set T_g (`route_targets`; one group
 when the routes form a tree), at 0/1 values of y
     span_to[j,a,g] >= y[j,t]  for t in T_g      (span_to_bound)
@@ -440,24 +440,14 @@ def gathering_every_pass(m: pyo.ConcreteModel, ctx: ShapeContext):
 
 
 def add_gather_streams(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: float) -> None:
-    """Rows cross_gather_stream (module docstring): a rank's gathers of one microbatch, in order, each after its
-    route's latency, per stage, arc and chunk count c (U_c = sum of u[o] over the options of c chunks); and where a
-    route s -> t is longer than the least over its first arc a (a chain's far ends), per stage and pair:
-        cycle >= gxt[a] + 2 c lambda[s,t] - M (2 - y[j,s] - y[j,t]) - M (1 - U_c) - M (1 - sum_v w[v])
-    (cross_gather_far)."""
+    """Rows cross_gather_stream (module docstring): a rank's all-gathers of one microbatch, in order, each after the
+    longest route its stage spans, per stage, arc and chunk count c."""
     gathering = gathering_every_pass(m, ctx)
-    routes = ctx.routes
-    latency = {a: arc_latency_s(ctx, a) for a in m.A}
     chosen = {c: sum(m.u[o] for o in m.O if ctx.options[o].chunks == c) for c in {o.chunks for o in ctx.options}}
-    big = cycle_s + 2 * max(chosen) * max(routes.latency_s.values(), default=0.0)  # gxt <= cycle_s
+    big = cycle_s + 2 * max(chosen) * max(ctx.routes.latency_s.values(), default=0.0)  # gxt <= cycle_s
     m.cross_gather_stream = pyo.Constraint(
         [(j, i, d, c) for j in m.J for i, d in m.A for c in chosen], rule=lambda m, j, i, d, c: m.cycle >= (
-            m.gxt[i, d] + 2 * c * latency[i, d] - big * (3 - m.span[j, i, d] - chosen[c] - gathering)))
-    far = [(s, t) for s in m.K for t in m.K if s != t and routes.latency_s[s, t] > latency[routes.arcs[s, t][0]]]
-    m.cross_gather_far = pyo.Constraint(
-        [(j, s, t, c) for j in m.J for s, t in far for c in chosen], rule=lambda m, j, s, t, c: m.cycle >= (
-            m.gxt[routes.arcs[s, t][0]] + 2 * c * routes.latency_s[s, t]
-            - big * (4 - m.y[j, s] - m.y[j, t] - chosen[c] - gathering)))
+            m.gxt[i, d] + 2 * c * m.span_latency[j] - big * (3 - m.span[j, i, d] - chosen[c] - gathering)))
 
 
 def add_accumulation_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, cycle_s: float) -> None:

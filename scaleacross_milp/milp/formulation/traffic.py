@@ -44,7 +44,8 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
                                   microbatch lie outside the link's busy run (before the first send or after the last)
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
-    dpx + drain >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 lambda[s,t] (y[j,s] + y[j,t] - 1)
+    dpx + drain >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 span_latency[j] (dp_latency), where
+    span_latency[j] >= lambda[s,t] (y[j,s] + y[j,t] - 1) (span_latency_bound): the longest route stage j spans
     dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
 (busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
 dpx and dpx0 count from the end of stage 0's last backward op, when stage 0's own share (dpe0, dpx0: the same rows
@@ -327,10 +328,12 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.fill_sends_bound = pyo.Constraint(expr=m.fill_sends >= sum(m.xfer[a] for a in arcs))
     lam = routes.latency_s
     add_drain(m, ctx)
-    m.dp_latency = pyo.Constraint(
+    m.span_latency = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    m.span_latency_bound = pyo.Constraint(
         m.J, [(s, t) for s, t in pairs if s < t],
-        rule=lambda m, j, s, t: (m.dpx0 if j == 0 else m.dpx) >= 2 * lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
+        rule=lambda m, j, s, t: m.span_latency[j] >= lam[s, t] * (m.y[j, s] + m.y[j, t] - 1),
     )
+    m.dp_latency = pyo.Constraint(m.J, rule=lambda m, j: (m.dpx0 if j == 0 else m.dpx) >= 2 * m.span_latency[j])
     m.dpx_first = pyo.Constraint(expr=m.dpx >= m.dpx0)
 
 
