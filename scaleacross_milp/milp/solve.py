@@ -91,6 +91,10 @@ incumbent close to the pattern's optimum leaves the full MILPs (and the final ga
 NEIGHBOURS = 2
 """Shapes scaling the incumbent's shape out, per direction (`ShapeSearch.neighbours`), whose restrictions and
 patterns are solved each time the incumbent moves to another shape (`ShapeSearch.climb`)."""
+CLIMB_MARGIN = 0.05
+"""A former incumbent priced within this fraction above the incumbent is still scaled out (`ShapeSearch.roots`):
+about the spread of the MILP's prices around the replay's over many layouts (`benchmarks/agreement.py`, 90th
+percentile 2 %), within which two plans' prices do not say which one scales out better."""
 KEPT_MODELS = 4
 """Models of restrictions and scaled layouts kept for reuse, the most recently used (`ShapeSearch.narrowed_model`):
 each climb from a new incumbent scales it out onto the same shapes and buildings again, and a build cannot be
@@ -257,6 +261,8 @@ class ShapeSearch:
     restrictions_tried: set[int] = field(default_factory=set)
     climbed: set[tuple[int, int, int, int, int, int]] = field(default_factory=set)
     """Degrees (`degrees`) of the incumbent shapes whose neighbours were tried (`climb`)."""
+    superseded: list[Incumbent] = field(default_factory=list)
+    """Every former incumbent, each a root the climb may still scale out (`roots`)."""
     out_of_time: bool = False
     stopped_early: str | None = None
     """Why phase 2 stopped building models before the limit (`SolveStats.stopped_early`)."""
@@ -502,6 +508,8 @@ class ShapeSearch:
                                   cutoff=None if math.isinf(cutoff) else cutoff)
         self.solver_s += outcome.wall_s
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
+            if self.best is not None:
+                self.superseded.append(self.best)
             self.best = Incumbent(outcome.incumbent * factor, i, model, ctx, model_size(model.model),
                                   snapshot(model.model))
         self.report()
@@ -684,20 +692,19 @@ class ShapeSearch:
         deeper = [i for i in grown if self.candidates[i].shape.dp == shape.dp]
         return list(dict.fromkeys(wider[:NEIGHBOURS] + deeper[:NEIGHBOURS] + grown[:NEIGHBOURS]))
 
-    def scale_out(self) -> None:
-        """Price the incumbent's DP-out and PP-out layouts (`scaled`) on the promising shapes that scale it out
+    def scale_out(self, root: Incumbent) -> None:
+        """Price the DP-out and PP-out layouts (`scaled`) on the promising shapes that scale it out
         (same TP, CP, EP and micro-batch, more GPUs): DP-out onto more pipelines, PP-out onto deeper ones, then
         PP-out onto more pipelines, up to SCALED_PER_KIND of each kind whose model is kept or fits the time left, in
         `climbing_order`: each in its MILP over the buildings it uses, with its cells, DP-out's layers and the
         incumbent's schedule option and DP variant (where the shape offers them) fixed, the model holding only the
         pairs that agree with them (`narrowed`)."""
-        best = self.best
-        m = best.model.model
-        restore(m, best.values)
-        option = best.ctx.options[next(o for o in m.O if m.u[o].value > 0.5)]
-        variant = best.ctx.variants[next(v for v in m.V if m.w[v].value > 0.5)]
+        m = root.model.model
+        restore(m, root.values)
+        option = root.ctx.options[next(o for o in m.O if m.u[o].value > 0.5)]
+        variant = root.ctx.variants[next(v for v in m.V if m.w[v].value > 0.5)]
         layers = [round(m.n[j].value) for j in m.J]
-        shape = best.ctx.shape
+        shape = root.ctx.shape
         grown = self.scaling_out(shape)
         for same, make in [(lambda s: s.pp == shape.pp, lambda ctx: dp_out(ctx, layers)),
                            (lambda s: s.dp == shape.dp, pp_out),
@@ -727,19 +734,37 @@ class ShapeSearch:
                         sub.variants.index(variant) if variant in sub.variants else None, scaled.layers):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, self.pattern_s(), restricted=restricted)
 
+    def roots(self) -> Iterator[Incumbent]:
+        """Plans the climb has not scaled out yet, least objective first: the incumbent, then every former
+        incumbent within CLIMB_MARGIN of it. A plan priced a little above the incumbent may scale out to a much
+        better one: generated medium seed 102's DP-out of the seed's ZB-V pipelines onto a second B200 hall
+        (TP 2 PP 4 DP 91, 0.505 s) was superseded within the same scale-out by a ZB-H1 PP 8 DP 56 plan (0.501 s),
+        and DP 104 over the same two halls, 8 % faster than either, was never tried."""
+        while self.best is not None:
+            near = [plan for plan in [self.best, *self.superseded] if degrees(plan.ctx.shape) not in self.climbed
+                    and plan.objective <= self.best.objective * (1 + CLIMB_MARGIN)]
+            if not near:
+                return
+            yield min(near, key=lambda plan: plan.objective)
+
     def climb(self) -> None:
         """Hill-climb from the incumbent: price its scaled-out layouts (`scale_out`; when one wins, solve its shape's
         restrictions and climb from it), then solve the restrictions and patterns of the shapes that scale its shape
-        out (`neighbours`), then those of each better incumbent's shape, while time is left. A plan on a few
-        buildings (the seed's, a restriction's) thus reaches the same pipelines over more buildings early, whatever
-        its shape's place in the bound order."""
-        while self.best is not None and degrees(self.best.ctx.shape) not in self.climbed:
-            shape = self.best.ctx.shape
+        out (`neighbours`), then those of each better incumbent's shape, while time is left; then price the
+        scaled-out layouts of the former incumbents near it (`roots`). A plan on a few buildings (the seed's, a
+        restriction's) thus reaches the same pipelines over more buildings early, whatever its shape's place in the
+        bound order."""
+        for root in self.roots():
+            if self.remaining() <= 0:
+                return
+            shape, best = root.ctx.shape, self.best
             self.climbed.add(degrees(shape))
-            self.scale_out()
-            if self.best.ctx.shape != shape:
+            self.scale_out(root)
+            if self.best is not best:
                 self.try_restriction(self.best.index)  # the scaled plan's shape, its placement free
                 continue
+            if root is not best:
+                continue  # a former incumbent's own neighbours had their turn when it led
             for i in self.neighbours(shape):
                 if self.remaining() <= 0:
                     return

@@ -16,7 +16,7 @@ from scaleacross_milp.milp.highs import HighsModel, model_size, restore, solve_m
 from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
-from scaleacross_milp.milp.solve import ShapeSearch, climbing_order
+from scaleacross_milp.milp.solve import ShapeSearch, climbing_order, degrees
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.verifier import verify
@@ -129,13 +129,31 @@ def test_scaling_out_an_incumbent_reaches_a_plan_over_every_building_that_the_ve
     # cells held: the search keeps the better, a plan on all 64 GPUs that is faster and replays as priced.
     instance = tiny(buildings=HALLS, links=LINKS)
     search = searched_from_a_restriction(instance)
-    before = search.incumbent
-    search.scale_out()
-    assert search.best.ctx.shape.gpus == 64 and search.incumbent < before
+    restricted = search.best
+    search.scale_out(restricted)
+    assert search.best.ctx.shape.gpus == 64 and search.incumbent < restricted.objective
+    assert restricted in search.superseded  # still a root the climb may scale out (`roots`)
     plan = incumbent_plan(search)
     assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A", "B", "C"}
     verification, _ = verify(instance, plan)
     assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
+
+
+def test_the_climb_scales_out_former_incumbents_near_the_incumbent_least_first(tiny):
+    # The incumbent (TP8 PP2 DP2 in A) leads; former incumbents 3 % and 4 % above it follow, least first, each once;
+    # one 20 % above is never a root. The caller marks each root's shape climbed, as `climb` does.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    search = searched_from_a_restriction(instance)
+    best = search.best
+    others = [i for i, c in enumerate(search.candidates) if degrees(c.shape) != degrees(best.ctx.shape)][:3]
+    near, nearer, far = (replace(best, objective=best.objective * factor, ctx=search.ctx(i))
+                         for factor, i in zip((1.04, 1.03, 1.2), others, strict=True))
+    search.superseded = [far, near, nearer]
+    taken = []
+    for root in search.roots():
+        taken.append(root)
+        search.climbed.add(degrees(root.ctx.shape))
+    assert taken == [best, nearer, near]
 
 
 def test_a_restriction_keeps_only_the_pairs_its_own_buildings_can_hold(tiny):
@@ -166,7 +184,7 @@ def test_a_plan_is_scaled_out_to_more_pipelines_with_stages_in_blocks_where_no_f
     search.try_restriction(next(i for i, c in enumerate(search.candidates)
                                 if c.shape == Shape(tp=8, pp=4, dp=1, micro_batch=1, microbatches=32)))
     before = search.incumbent
-    search.scale_out()
+    search.scale_out(search.best)
     assert search.best.ctx.shape.dp == 2 and search.incumbent < 0.6 * before
     plan = incumbent_plan(search)
     assert [sorted(stage.cells_per_building) for stage in plan.stages] == [["A"], ["A"], ["A"], ["B"]]
