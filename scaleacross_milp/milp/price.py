@@ -70,12 +70,14 @@ def fixed_layout_model(instance: Instance, layout: Layout,
             cells = stage.cells_per_building.get(k, 0)
             m.x[stage.stage, k].fix(cells)
             m.y[stage.stage, k].fix(1 if cells else 0)
-    if hasattr(m, "moe_layers"):  # the layout's own MoE layers in place of the most a stage of its size may hold
+    if hasattr(m, "moe_layers"):  # the layout's own MoE layers in place of the most (and fewest) a stage may hold
         m.moe_layers_rows.deactivate()
+        m.moe_fewest_rows.deactivate()
         layers = [stage.layers for stage in sorted(layout.stages, key=lambda stage: stage.stage)]
         counts = moe_layers_per_rank(instance.model_spec, layers, ctx.options[0].stage_map(layout.shape.pp))
         for j, count in enumerate(counts):
             m.moe_layers[j].fix(count)
+            m.moe_fewest[j].fix(count)
     flows = layout_flows(layout, wraps=(layout.shape.pp - 1) in m.B)
     for b, k, k2 in m.f:
         m.f[b, k, k2].fix(flows.get((b, k, k2), 0))
