@@ -693,12 +693,12 @@ class ShapeSearch:
         return list(dict.fromkeys(wider[:NEIGHBOURS] + deeper[:NEIGHBOURS] + grown[:NEIGHBOURS]))
 
     def scale_out(self, root: Incumbent) -> None:
-        """Price the DP-out and PP-out layouts (`scaled`) on the promising shapes that scale it out
-        (same TP, CP, EP and micro-batch, more GPUs): DP-out onto more pipelines, PP-out onto deeper ones, then
-        PP-out onto more pipelines, up to SCALED_PER_KIND of each kind whose model is kept or fits the time left, in
-        `climbing_order`: each in its MILP over the buildings it uses, with its cells, DP-out's layers and the
-        incumbent's schedule option and DP variant (where the shape offers them) fixed, the model holding only the
-        pairs that agree with them (`narrowed`)."""
+        """Price the DP-out and PP-out layouts (`scaled`) of plan `root` on the promising shapes that scale its
+        shape out (same TP, CP, EP and micro-batch, more GPUs): DP-out onto more pipelines, PP-out onto deeper ones,
+        then PP-out onto more pipelines, up to SCALED_PER_KIND of each kind whose model is kept or fits the time
+        left, in `climbing_order`: each in its MILP over the buildings it uses, with its cells, DP-out's layers
+        (root's) and root's schedule option and DP variant (where the shape offers them) fixed, the model holding
+        only the pairs that agree with them (`narrowed`)."""
         m = root.model.model
         restore(m, root.values)
         option = root.ctx.options[next(o for o in m.O if m.u[o].value > 0.5)]
