@@ -111,7 +111,9 @@ class ScheduleOption:
                        (1/2, w / (2 c)) and (1, (p (i + w) + w) / (2 c))
           others       one chunk, the whole reduction behind the last op: (1, (i + w) / c), ZB-H1 (1, w / c).
         R holds the embedding's and the LM head's own collectives (`formulation.iteration._stage_curves`); with both
-        on rank 0 (ZB-V) and of one size, each chunk holds half of R."""
+        on rank 0 (ZB-V) and of one size, each chunk holds half of R. Under interleaving the suffixes take R in equal
+        chunks; the embedding's whole collective sits in the last one, which the MILP adds as a row of its own
+        (`formulation.iteration.add_dp_overlap`, dp_embedding_last)."""
         f, i, w = layer.forward_s, layer.backward_input_s, layer.backward_weight_s
         c = f + i + w
         if self.schedule is Schedule.interleaved:

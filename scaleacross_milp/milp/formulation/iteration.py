@@ -38,9 +38,13 @@ part, the last chunk's, follows its intra-building reduction, 1 for the other op
 interleaved plan, v = 4, exposed 37 ms of stage 0's 144 ms cross-building part and 181 ms in all where the block
 rows priced 319 ms; M: `build.big_m_bounds`' dp_time)
     C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
-(C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap). FSDP's first
-cross-building parameter gather (`traffic`: first_gather) runs at the start beside stage 0's own (gather0, below),
-so the start exposes the larger of the two:
+(C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap). Under interleaving
+rank 0's last chunk, virtual stage 0, holds the embedding's whole collective E_v besides its 1 / v share phi_o of the
+layers' (`add_dp_overlap`):
+    dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
+                                                                   (dp_embedding_last)
+FSDP's first cross-building parameter gather (`traffic`: first_gather) runs at the start beside stage 0's own
+(gather0, below), so the start exposes the larger of the two:
     dp_exposed >= dp_end  (dp_exposed_end),   dp_exposed >= dp_end + first_gather - gather0  (dp_exposed_start)
 (dp_exposed + gather0 >= dp_end + max(gather0, first_gather); raising gather0 cannot lower the sum).
 FSDP / HSDP re-gather a stage's parameters before each forward and backward pass (reshard after forward; a per-layer
