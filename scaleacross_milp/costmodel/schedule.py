@@ -83,6 +83,23 @@ class ScheduleOption:
             return max(0.0, f + b - 2 * w) / (2 * c)
         return 1.0
 
+    def has_rank_paths(self, p: int) -> bool:
+        """Whether `rank_paths` bound this option's bubble on p ranks (ZB-H1 with p > 1)."""
+        return self.schedule is Schedule.zb_h1 and p > 1
+
+    def rank_paths(self, p: int, m: int) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+        """Per rank r, the (F, I, W) ops per rank of the longest path of ZB-H1's graph (`costmodel.actions`) through
+        all of r's ops but its warm-up forwards, transfers aside: microbatch 0's forwards on the ranks before r,
+        its round trip through the ranks after r (each one F and one I), then r's remaining ops back to back. Any
+        path bounds the makespan from below; these are the longest ones at equal stage times and when one rank is
+        clearly the slowest (tests/costmodel/test_rank_paths.py checks them against the replayed graph; at stage
+        times a few per cent apart a path through two ranks' steady states can be longer, which `milp.path_cuts`
+        cuts). None under the other schedules, whose bubble is `bubble_coefficient`'s."""
+        if not self.has_rank_paths(p):
+            return ()
+        return tuple(tuple((1, 0, 0) if j < r else (m - (p - 1 - r), m, m) if j == r else (1, 1, 0)
+                           for j in range(p)) for r in range(p))
+
     @property
     def boundary_crossings(self) -> int:
         """Times one microbatch crosses each stage boundary per direction."""

@@ -5,11 +5,13 @@ A shape not yet priced is bounded by its compute floor (`compute_floor_s`), whic
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
 SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
 cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
-    T >= m cycle + beta_o max(0, SC - cycle) + max(0, max_i share_i dpi - credit_i C0) + opt,
+    T >= m cycle + B_o(SC, cycle) + max(0, max_i share_i dpi - credit_i C0) + opt,
+B_o(S, c) = max(0, max_k sigma_k S - gamma_k c) the bubble the MILP's rows allow (`ShapeContext.bubble_lines`:
+(beta_o, beta_o), or from ZB-H1's rank paths),
 and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
 piecewise-linear DP term, context.dp_sync_floor_s) and opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
-so SC = S; in the cycle c it is convex piecewise linear, minimised at c0 or at S:
-    T >= opt_v + gather0_v + max(min_c [m c + beta_o max(0, S - c)],
+so SC = S; in the cycle c it is convex piecewise linear, least at c0 or a kink above it (`pipeline_floor_s`):
+    T >= opt_v + gather0_v + max(min_c [m c + B_o(S, c)],
                                  max_i (min_c [... - credit_i min(c, S)] + share_i dpi_v)),
 with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
 holds at least the option's granularity g_o of layers), (share_i, credit_i) the suffixes of the chunks rank 0 reduces
@@ -184,10 +186,29 @@ def stage_floors_s(ctx: ShapeContext, head: int | None = None) -> tuple[float, f
     return total, max(total / p, cycle_floor_s(ctx, head))
 
 
-def pipeline_floor_s(mb: int, beta: float, rho: float, total: float, cycle: float) -> float:
-    """min over c >= cycle of m c + beta max(0, S - c) - rho min(c, S): slope m - beta - rho below S, m above."""
-    best = cycle if mb - beta - rho >= 0 else max(cycle, total)
-    return mb * best + beta * max(0.0, total - best) - rho * min(best, total)
+def screening_bubble(option: ScheduleOption, layer: OpTimes, pp: int) -> float:
+    """A bubble coefficient valid for `compute_floor_s` under `option`: beta_o, or under rank paths
+    (`ShapeContext.bubble_lines`) the line of rank p - 1's, whose other ranks run one forward each and whose own
+    ops run all m microbatches: bubble >= F (S - c) (F: a layer's forward share)."""
+    if option.has_rank_paths(pp):
+        return layer.forward_s / layer.total_s
+    return option.bubble_coefficient(layer)
+
+
+def bubble_floor_s(lines: tuple[tuple[float, float], ...], total: float, cycle):
+    """max(0, max_k sigma_k S - gamma_k c): the bubble `ShapeContext.bubble_lines` allow at stage times summing to
+    S = `total` and cycle c = `cycle` (a number or an array)."""
+    c = np.asarray(cycle, dtype=float)
+    return np.maximum(0.0, np.max([sigma * total - gamma * c for sigma, gamma in lines], axis=0))
+
+
+def pipeline_floor_s(mb: int, lines: tuple[tuple[float, float], ...], rho: float, total: float, cycle: float) -> float:
+    """min over c >= cycle of m c + `bubble_floor_s`(lines, S, c) - rho min(c, S): convex and piecewise linear in c,
+    least at `cycle`, at S or where a line crosses 0 or another line, above `cycle`."""
+    kinks = [total] + [sigma * total / gamma for sigma, gamma in lines if gamma > 0] + [
+        (s1 - s2) * total / (g1 - g2) for (s1, g1), (s2, g2) in itertools.combinations(lines, 2) if g1 != g2]
+    c = np.maximum(cycle, np.array([cycle, *kinks]))
+    return float(np.min(mb * c + bubble_floor_s(lines, total, c) - rho * np.minimum(c, total)))
 
 
 def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
@@ -206,10 +227,10 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
                                     gpu.layer.forward_s) for gpu in types]
         gather0 = option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
         slowest = max(cycle, gather_passes(variant.mode) * most * gather)
-        beta = option.bubble_coefficient(layer)
-        overlapped = max(pipeline_floor_s(mb, beta, credit, total, slowest) + share * dpi
+        lines = ctx.bubble_lines(option)
+        overlapped = max(pipeline_floor_s(mb, lines, credit, total, slowest) + share * dpi
                          for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
-        best = min(best, opt + gather0 + max(pipeline_floor_s(mb, beta, 0.0, total, slowest), overlapped))
+        best = min(best, opt + gather0 + max(pipeline_floor_s(mb, lines, 0.0, total, slowest), overlapped))
     return best
 
 
@@ -455,10 +476,12 @@ RESOLUTION = SEARCH_WAYS**SEARCH_ROUNDS
 
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
-                           cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray) -> float:
+                           first_s: np.ndarray, cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray) -> float:
     """min over n0 of extra(n0) + P(n0), P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time
-    f(c) = m c + beta_o max(0, S - c) (growing with c, as m >= beta_o) plus the first gathers' floor F
-    (`first_gather_floors_s` with the stages capped by `layer_caps`(c), shrinking with c). With c_0 = c(n0) and
+    f(c) = max(m c + B(c), R(n0)) (B: `bubble_floor_s` of `ShapeContext.bubble_lines`; R: the rank paths' floor at
+    stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma)
+    plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by `layer_caps`(c), shrinking
+    with c). With c_0 = c(n0) and
     c_{i+1} = `next_cap_change`(c_i), the caps are those of c_i on all of [c_i, c_{i+1}), so
     P >= min( min_{i < K} f(c_i) + F(n0, caps(c_i)), f(c_K) + F(n0, no caps) ), K = CYCLE_STEPS. F >= n0 g, so the
     (n0, c_i) rows are searched in order of extra + f(c_i) + n0 g, LAZY_ROWS at first and twice as many each time
@@ -466,10 +489,10 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     mb, grain = ctx.shape.microbatches, option.layer_granularity
     head = ctx.head_stage(option)
     total, _ = stage_floors_s(ctx, head)
-    beta = option.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer)
+    lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
 
     def pipeline(c: np.ndarray) -> np.ndarray:
-        return mb * c + beta * np.maximum(0.0, total - c)
+        return np.maximum(mb * c + bubble_floor_s(lines, total, c), paths)
 
     if variant.mode is DPMode.ddp:
         return float(np.min(extra + pipeline(cycles)))
@@ -532,7 +555,7 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     crossing = np.min([pp + np.maximum(0.0, np.max([a * dpi + b * dp - credit * c0 for a, b, credit in rows], axis=0))
                        for pp, dp in crossing_alternatives_s(ctx, option, variant,
                                                              drain_most_s(ctx, option, n0))], axis=0)
-    return pipeline_and_gathers_s(ctx, option, variant, n0, c, rooms, opt + crossing)
+    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing)
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:

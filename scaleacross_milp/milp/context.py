@@ -306,6 +306,51 @@ class ShapeContext:
         return {(i, transport): lines[0].slope * 1e9 / self.routes.links[i].capacity_byte_s
                 for (i, transport), lines in self.price_lines.items()}
 
+    @cached_property
+    def op_shares(self) -> tuple[float, float, float]:
+        """(F, I, W) / C: one layer's forward, input-gradient and weight-gradient shares of its time (the first
+        building's type)."""
+        layer = self.gpu(self.buildings[0]).layer
+        return tuple(t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s))
+
+    def bubble_rows(self, option: ScheduleOption) -> list[tuple[list[float], int, float]]:
+        """(a_j per stage j, r, g) of each of `option`'s rank paths' rows bubble >= sum_{j != r} a_j Cst[j] - g cycle
+        (formulation.pipeline's bubble_path; `ScheduleOption.rank_paths`): a_j the path's ops on rank j as a
+        multiple of Cst[j] (ops at `op_shares` of their stage's time), r the rank it runs most ops on, whose ops at
+        the cycle's pace make the path m cycle + sum_{j != r} a_j Cst[j] - g cycle, g = m - a_r. None but under
+        ZB-H1."""
+        rows = []
+        for path in option.rank_paths(self.shape.pp, self.shape.microbatches):
+            stage = [sum(n * f for n, f in zip(counts, self.op_shares, strict=True)) for counts in path]
+            busiest = int(np.argmax(stage))
+            rows.append((stage, busiest, self.shape.microbatches - stage[busiest]))
+        return rows
+
+    def bubble_lines(self, option: ScheduleOption) -> tuple[tuple[float, float], ...]:
+        """(sigma, gamma) with bubble >= sigma S - gamma c at every point of the MILP's bubble rows under `option`
+        with S <= sum_j Cst[j] and Cst[j] <= c: bubble_bound's (beta_o, beta_o), or per rank path (`bubble_rows`)
+        sigma = min_{j != r} a_j and gamma = sigma + g (as sum_{j != r} Cst[j] >= S - c)."""
+        rows = self.bubble_rows(option)
+        if not rows:
+            beta = option.bubble_coefficient(self.gpu(self.buildings[0]).layer)
+            return ((beta, beta),)
+        lines = {(sigma := min(a for j, a in enumerate(stage) if j != busiest), sigma + slack)
+                 for stage, busiest, slack in rows}
+        return tuple(sorted((sigma, gamma) for sigma, gamma in lines  # less of S and more of c than another: below it
+                            if not any(s >= sigma and g <= gamma and (s, g) != (sigma, gamma) for s, g in lines)))
+
+    def first_stage_floor_s(self, option: ScheduleOption, first_s: np.ndarray, total_s: float) -> np.ndarray:
+        """The least longest rank path (`bubble_rows`: Tpipe >= sum_j a_j Cst[j] at cycle >= Cst[r]) at stage 0's
+        time >= `first_s` (each entry) and stage times summing to >= `total_s`: per path, a_0 Cst[0] +
+        min_{j > 0} a_j (S - Cst[0]), least at Cst[0] = first_s when a_0 is the larger, else at S; 0 without rank
+        paths. (The bounds enumerate stage 0's whole layers, which the stage times' sum alone cannot see: a stage 0
+        far the slowest runs its steady state while the others fill.)"""
+        lines = [(stage[0], min(stage[1:])) for stage, _, _ in self.bubble_rows(option)]
+        if not lines:
+            return np.zeros_like(first_s)
+        return np.max([alpha * first_s + beta * (total_s - first_s) if alpha >= beta else np.full_like(
+            first_s, alpha * total_s) for alpha, beta in lines], axis=0)
+
     def head_stage(self, option: ScheduleOption) -> int:
         """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped
         stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""

@@ -8,6 +8,7 @@ import pyomo.environ as pyo
 
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.layer_kinds import excess_s
+from scaleacross_milp.milp.formulation.pipeline import bubble_s
 from scaleacross_milp.spec.plan import (
     Breakdown,
     LinkUse,
@@ -84,8 +85,8 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     stage_s, _, k = max(stage_times(m, ctx, option))
     gpu = ctx.gpu(k)
     comm_share = gpu.layer_comm_s / gpu.layer.total_s
-    cycle, total = _val(m.cycle), sum(_val(m.Cst[j]) for j in m.J)
-    bubble = max(0.0, opt.bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (total - cycle))
+    cycle = _val(m.cycle)
+    bubble = bubble_s(ctx, option, [_val(m.Cst[j]) for j in m.J], cycle)
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
     unpaired = _val(m.ep_unpaired) if hasattr(m, "ep_unpaired") else 0.0

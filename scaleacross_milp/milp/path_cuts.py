@@ -20,7 +20,7 @@ import pyomo.environ as pyo
 from scaleacross_milp.costmodel.stream_paths import critical_path
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.build import held_layout
-from scaleacross_milp.milp.formulation.pipeline import critical_path_row, crossing_s, op_shares
+from scaleacross_milp.milp.formulation.pipeline import critical_path_row, crossing_s
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, MILPOutcome, MILPStatus, solve_milp
 
 CUT_TOLERANCE = 1e-4
@@ -41,7 +41,7 @@ def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
     option = ctx.options[o]
     transfer = [pyo.value(crossing_s(m, b), exception=False) or 0.0 for b in range(ctx.shape.pp - 1)]
     path = critical_path(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks, option.merged,
-                         [pyo.value(m.Cst[j]) for j in m.J], op_shares(ctx), transfer)
+                         [pyo.value(m.Cst[j]) for j in m.J], ctx.op_shares, transfer)
     if path is None or path.length_s <= pyo.value(m.Tpipe) * (1 + CUT_TOLERANCE):
         return False
     highs.add_row(m.critical_path.add(critical_path_row(m, ctx, o, path)))

@@ -26,7 +26,14 @@ from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.layer_kinds import moe_memory
 from scaleacross_milp.costmodel.memory import ShapeMemory, shape_memory
 from scaleacross_milp.costmodel.schedule import ScheduleOption
-from scaleacross_milp.milp.bounds import LinkTable, compute_floor_s, crossing_floors, link_table, lower_bound_s
+from scaleacross_milp.milp.bounds import (
+    LinkTable,
+    compute_floor_s,
+    crossing_floors,
+    link_table,
+    lower_bound_s,
+    screening_bubble,
+)
 from scaleacross_milp.milp.context import (
     Pair,
     ShapeContext,
@@ -122,8 +129,8 @@ def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, opt
                   variants: list[DPVariant], tables: InstanceTables) -> float:
     """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, with its crossing floors over
     `links` when given (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can take);
-    infinite without an option. Bubble coefficients and chunk credits on the first building's type, as
-    `lower_bound_s` takes them."""
+    infinite without an option. Bubble coefficients (`screening_bubble`) and chunk credits on the first building's
+    type, as `lower_bound_s` takes them."""
     if not options:
         return math.inf
     cells = {name: cell_costs(instance, shape, name, tables) for name in tables.comm}
@@ -132,7 +139,7 @@ def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, opt
     layer = cells[instance.topology.buildings[0].gpu_type].layer
     tau = min(cell.layer.total_s for cell in cells.values())
     return compute_floor_s(shape, instance.model_spec.layers, tau, fixed,
-                           min(option.bubble_coefficient(layer) for option in options),
+                           min(screening_bubble(option, layer, shape.pp) for option in options),
                            crossing_floors(instance, shape, links, options, variants, layer, tau))
 
 

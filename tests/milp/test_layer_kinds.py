@@ -8,6 +8,7 @@ import pytest
 
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
+from scaleacross_milp.milp.path_cuts import solve_with_cuts
 from scaleacross_milp.milp.price import fixed_layout_model, price_layout
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.model import MoE
@@ -36,13 +37,13 @@ def _layout(instance, schedule: str, layers: list[int]) -> Layout:
 
 def _search_price(instance, layout: Layout) -> float:
     """The layout's price under the search's rows (moe_layers and moe_fewest free, their rows on) rather than its own
-    counts."""
-    _, m = fixed_layout_model(instance, layout, route_table(instance.topology))
+    counts, its critical path cut as the search's incumbents are (`path_cuts`)."""
+    ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
     m.moe_layers_rows.activate()
     m.moe_fewest_rows.activate()
     for var in [*m.moe_layers.values(), *m.moe_fewest.values()]:
         var.unfix()
-    outcome = solve_milp(HighsModel(m), time_limit_s=60, rel_gap=0.0, threads=1)
+    outcome = solve_with_cuts(HighsModel(m), ctx, time_limit_s=60, rel_gap=0.0, threads=1)
     return outcome.incumbent
 
 

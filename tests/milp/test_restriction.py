@@ -12,7 +12,8 @@ import pytest
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.highs import HighsModel, model_size, restore, solve_milp
+from scaleacross_milp.milp.highs import HighsModel, model_size, restore
+from scaleacross_milp.milp.path_cuts import solve_with_cuts
 from scaleacross_milp.milp.patterns import restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
@@ -38,19 +39,20 @@ def test_routes_among_buildings_keep_the_whole_topology_s_paths():
 
 def test_restricted_optimum_equals_the_full_model_s_with_the_other_buildings_empty(tiny):
     # TP8 PP2 DP2 needs 32 GPUs: DP-out fills A alone. The restricted model over A and the full model with B and C
-    # held empty are the same problem, so their optima agree to the solver's tolerance.
+    # held empty are the same problem, so their optima agree to the solver's tolerance (each with its critical path
+    # cut, as the search prices them: the full model's stream paths hold one the restricted model's rows do not).
     instance = tiny(buildings=HALLS, links=LINKS)
     shape = Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=8)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     assert restrictions(ctx)[0].buildings == ["A"]
     sub = replace(ctx, routes=ctx.routes.among(["A"]))
-    restricted = solve_milp(HighsModel(build_model(sub)), time_limit_s=30, rel_gap=0.0, threads=1)
+    restricted = solve_with_cuts(HighsModel(build_model(sub)), sub, time_limit_s=30, rel_gap=0.0, threads=1)
     full = build_model(ctx)
     for j in full.J:
         for k in ("B", "C"):
             full.x[j, k].fix(0)
             full.y[j, k].fix(0)
-    held = solve_milp(HighsModel(full), time_limit_s=30, rel_gap=0.0, threads=1)
+    held = solve_with_cuts(HighsModel(full), ctx, time_limit_s=30, rel_gap=0.0, threads=1)
     assert restricted.incumbent == pytest.approx(held.incumbent, rel=1e-6)
 
 

@@ -9,13 +9,22 @@ intra-building sends rank j makes, the embedding on stage 0 and the LM head on t
     cycle   >= Cst[j]                                         steady-state time per microbatch
     cycle   >= c0                                             the caller's floor (`build.Floors`: bounds.cycle_floor_s)
     lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
-For the chosen schedule o (bubble coefficient beta_o, crossings chi_o per boundary, omega_o per wrap), m
-cycles plus the fill and drain: beta_o times the other stages' time, never negative (a link- or latency-bound
-cycle can exceed sum_j Cst[j]):
-    spread >= sum_j Cst[j] - cycle,   bubble >= beta_o spread
+For the chosen schedule o (crossings chi_o per boundary, omega_o per wrap), m cycles plus the fill and drain, the
+bubble: under every schedule but ZB-H1, beta_o (`ScheduleOption.bubble_coefficient`) times the other stages' time,
+never negative (a link- or latency-bound cycle can exceed sum_j Cst[j]):
+    spread >= sum_j Cst[j] - cycle,   bubble >= beta_o spread                                   (bubble_bound)
+Under ZB-H1 that formula, exact at equal stage times, over-prices uneven ones (a heavy stage 0 runs its
+steady state while the others fill: generated medium seed 161, ZB-H1 over stages of 5, 4, ..., 4, 3 layers, bubble
+49.9 ms against the replay's 34.0 ms, the plan 7.8 % above its replay). Its bubble comes from the longest paths
+of ops alone (`ScheduleOption.rank_paths`: at equal stage times and when one rank is clearly the slowest), each a
+row with the rank r it runs most ops on kept at the cycle's pace (`ShapeContext.bubble_rows`; a_j: the path's ops
+on rank j as a multiple of Cst[j], g = m - a_r), so a cycle stretched by links or gathers stretches r's ops:
+    bubble >= sum_{j != r} a_j Cst[j] - g cycle - M (1 - u[o])                                  (bubble_path)
+(M: the right side at every stage's most time)
+(m cycle + bubble is the path at cycle = Cst[r]; in bubble_bound such an option takes beta_o = F / C, rank p - 1's
+path, whose other ranks run one forward each: implied by its bubble_path row, it keeps a choice-free floor.)
     Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill   (fill: see `traffic`)
-(choice-dependent rows as in `disjunction`; with spread >= 0 their choice-free floor uses min_o beta_o, which
-keeps the relaxation's bound at the analytical one of `bounds.lower_bound_s`)
+(choice-dependent rows as in `disjunction`; `bounds` reads the floors these rows allow, `ShapeContext.bubble_lines`)
 and, but for GPipe and interleaving, rank j keeps only K_j microbatches in flight, so its round trip bounds the
 cycle (rows round_trip). Under 1F1B and ZB-H1, K_j = p - j and the round trip runs out to rank p - 1 and back:
     (p - j) cycle >= sum_{j' >= j} Cst[j'] + 2 chi_o sum_{b >= j} lat[b];
@@ -135,13 +144,19 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.critical_path = pyo.ConstraintList()  # filled by milp.path_cuts at incumbents
     options = list(m.O)
     layer = ctx.gpu(ctx.buildings[0]).layer
-    beta = [ctx.options[o].bubble_coefficient(layer) for o in options]
+    beta = [ctx.op_shares[0] if ctx.options[o].has_rank_paths(p) else ctx.options[o].bubble_coefficient(layer)
+            for o in options]
     chi = [ctx.options[o].boundary_crossings for o in options]
     omega = [ctx.options[o].wrap_crossings for o in options]
     m.spread = pyo.Var(domain=pyo.NonNegativeReals)
     m.spread_def = pyo.Constraint(expr=m.spread >= sum(m.Cst[j] for j in m.J) - m.cycle)
     m.bubble = pyo.Var(domain=pyo.NonNegativeReals)
     add_rows(m, "bubble_bound", choice_lower_bounds(m.bubble, [(beta, m.spread)], m.u, options, big))
+    most = [max(stage_max(j, k) for k in ks) for j in m.J]
+    add_rows(m, "bubble_path", [
+        m.bubble >= sum(a * m.Cst[j] for j, a in enumerate(stage) if a and j != busiest) - slack * m.cycle
+        - (sum(a * most[j] for j, a in enumerate(stage) if j != busiest) * (1 - m.u[o]) if len(options) > 1 else 0)
+        for o in options for stage, busiest, slack in ctx.bubble_rows(ctx.options[o])])
     latency = sum(m.lat[b] for b in regular)
     terms = [([2 * c for c in chi], latency)]
     if wrap is not None:
@@ -284,11 +299,22 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
 
 def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, int, bool]]:
     """The `costmodel.stream_paths` arguments of ctx's stream_path rows, one per schedule option; none in one
-    building: no send crosses, and the paths of ops alone are no longer than the makespan rows."""
+    building: no send crosses, and a path of ops alone longer than the bubble rows (stages a few per cent apart) is
+    cut at the incumbent (`milp.path_cuts`)."""
     if len(ctx.buildings) < 2:
         return []
     return [(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks, option.merged)
             for option in ctx.options]
+
+
+def bubble_s(ctx: ShapeContext, o: int, stage_s: list[float], cycle_s: float) -> float:
+    """The bubble the rows bubble_bound and bubble_path give option o at stage times `stage_s` (Cst) and cycle
+    `cycle_s`: max(0, the largest right side of its rank paths' rows), or beta_o (sum_j Cst[j] - cycle)."""
+    rows = ctx.bubble_rows(ctx.options[o])
+    if rows:
+        return max(0.0, *(sum(a * s for j, (a, s) in enumerate(zip(stage, stage_s, strict=True)) if j != busiest)
+                          - slack * cycle_s for stage, busiest, slack in rows))
+    return max(0.0, ctx.options[o].bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (sum(stage_s) - cycle_s))
 
 
 def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]) -> list:
@@ -313,17 +339,10 @@ def crossing_s(m: pyo.ConcreteModel, b: int):
     return latency + (m.tx[b] if hasattr(m, "tx") and b in m.tx else 0)
 
 
-def op_shares(ctx: ShapeContext) -> tuple[float, float, float]:
-    """(F, I, W) / C: one layer's forward, input-gradient and weight-gradient shares of its time."""
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    f, i, w = (t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s))
-    return f, i, w
-
-
 def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple[int, int, int], ...]):
     """sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j]: a path's ops, each its share of its stage's time per
-    microbatch (`op_shares`) over option o's chunks."""
-    share = op_shares(ctx)
+    microbatch (`ShapeContext.op_shares`) over option o's chunks."""
+    share = ctx.op_shares
     return sum(sum(n * f for n, f in zip(counts, share, strict=True)) / ctx.options[o].chunks * m.Cst[j]
                for j, counts in enumerate(ops) if any(counts))
 
