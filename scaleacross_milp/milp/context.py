@@ -313,6 +313,11 @@ class ShapeContext:
         layer = self.gpu(self.buildings[0]).layer
         return tuple(t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s))
 
+    def path_multiples(self, ops: tuple[tuple[int, int, int], ...], chunks: int = 1) -> list[float]:
+        """Per rank j, the multiple of Cst[j] a path's (F, I, W) ops on j take: each op its `op_shares` of its stage's
+        time per microbatch, over `chunks` chunks per rank."""
+        return [sum(n * f for n, f in zip(counts, self.op_shares, strict=True)) / chunks for counts in ops]
+
     def bubble_rows(self, option: ScheduleOption) -> list[tuple[list[float], int, float]]:
         """(a_j per stage j, r, g) of each of `option`'s rank paths' rows bubble >= sum_{j != r} a_j Cst[j] - g cycle
         (formulation.pipeline's bubble_path; `ScheduleOption.rank_paths`): a_j the path's ops on rank j as a
@@ -321,7 +326,7 @@ class ShapeContext:
         ZB-H1."""
         rows = []
         for path in option.rank_paths(self.shape.pp, self.shape.microbatches):
-            stage = [sum(n * f for n, f in zip(counts, self.op_shares, strict=True)) for counts in path]
+            stage = self.path_multiples(path)
             busiest = int(np.argmax(stage))
             rows.append((stage, busiest, self.shape.microbatches - stage[busiest]))
         return rows

@@ -341,10 +341,8 @@ def crossing_s(m: pyo.ConcreteModel, b: int):
 
 def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple[int, int, int], ...]):
     """sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j]: a path's ops, each its share of its stage's time per
-    microbatch (`ShapeContext.op_shares`) over option o's chunks."""
-    share = ctx.op_shares
-    return sum(sum(n * f for n, f in zip(counts, share, strict=True)) / ctx.options[o].chunks * m.Cst[j]
-               for j, counts in enumerate(ops) if any(counts))
+    microbatch over option o's chunks (`ShapeContext.path_multiples`)."""
+    return sum(a * m.Cst[j] for j, a in enumerate(ctx.path_multiples(ops, ctx.options[o].chunks)) if a)
 
 
 def option_off(m: pyo.ConcreteModel, o: int):
