@@ -167,6 +167,12 @@ def nic_floor(link: Link, transport: Transport, unit_subflows: int, subflow_cap_
                                    * connection_goodput(link, transport, subflow_cap_byte_s))
 
 
+def route_queue_pairs(links: Iterable[Link]) -> int:
+    """Queue pairs one GPU-to-GPU connection opens along a route: the most any of its links asks. The setting is the
+    connection's, end to end (its subflows cross every link of the route), so one value holds on all of them."""
+    return max(link.queue_pairs_per_connection for link in links)
+
+
 def fastest_nic_byte_s(gpus: Iterable[GPUType]) -> float:
     """The largest achievable NIC byte/s among `gpus`: the widest window a connection of theirs can open."""
     return max(AlphaBetaModel.from_gpu(gpu).bandwidth["fabric"] for gpu in gpus)

@@ -255,56 +255,61 @@ class ShapeContext:
         return min(self.shape.cells_per_stage, self.instance.topology.building(building).gpus // self.shape.cell_gpus)
 
     @cached_property
-    def price_lines(self) -> dict[tuple[int, Transport], tuple[PriceLine, ...]]:
-        """The lines of `costmodel.network.price_lines` for each link under each transport: n crossing units of u
-        seconds each (at bare capacity) take at most min_k (a_k u + b_k n u), for any n up to p D units of g
-        subflows (each capped at the fastest NIC's share per queue pair for the go-back-N window). The MILP picks
-        a line per arc (`traffic.line_rows`), so a link costs what the units that cross it take, whether one
-        unit crosses a thin ECMP link (few subflows: collisions) or many. Only the links some route between the
-        shape's buildings uses (`RouteTable.used_links`): no load crosses the others, and a restriction to one
-        building of a 131,072-GPU instance spent 0.5 s pricing its 15 links."""
+    def price_lines(self) -> dict[tuple[int, Transport, int], tuple[PriceLine, ...]]:
+        """The lines of `costmodel.network.price_lines` for each link under each transport and each queue-pair class
+        q crossing it (`RouteTable.link_queue_pairs`): n crossing units of u seconds each (at bare capacity) take at
+        most min_k (a_k u + b_k n u), for any n up to p D units of g = cell GPUs x q subflows (each capped at the
+        fastest NIC's share per queue pair for the go-back-N window). The MILP picks a line per arc and class
+        (`traffic.line_rows`), so a link costs what the units that cross it take, whether one unit crosses a thin
+        ECMP link (few subflows: collisions) or many. Only the links some route between the shape's buildings uses
+        (`RouteTable.used_links`): no load crosses the others, and a restriction to one building of a 131,072-GPU
+        instance spent 0.5 s pricing its 15 links."""
         shape = self.shape
         nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
         links = self.routes.links
         return {
-            (i, transport): price_lines(links[i], transport, shape.cell_gpus * links[i].queue_pairs_per_connection,
-                                        shape.cells_per_stage * shape.pp, nic / links[i].queue_pairs_per_connection)
-            for i in self.routes.used_links
+            (i, transport, q): price_lines(links[i], transport, shape.cell_gpus * q, shape.cells_per_stage * shape.pp,
+                                           nic / q)
+            for i, classes in self.routes.link_queue_pairs.items()
             for transport in links[i].transports
+            for q in classes
         }
 
     @cached_property
-    def nic_floors(self) -> dict[tuple[int, Transport], float]:
-        """`costmodel.network.nic_floor` of a crossing unit (one cell's GPUs, each queue pair at the fastest NIC's
-        share) on each used link under each transport, where it is above the link's lone-unit price line (b_0):
-        there the unit's NICs, not the link, bound its time (`traffic.line_rows`)."""
+    def nic_floors(self) -> dict[tuple[int, Transport, int], float]:
+        """`costmodel.network.nic_floor` of a crossing unit (one cell's GPUs, each of its q queue pairs at the fastest
+        NIC's share) on each used link under each transport and queue-pair class, where it is above the class's
+        lone-unit price line (b_0): there the unit's NICs, not the link, bound its time (`traffic.line_rows`)."""
         nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
         links = self.routes.links
-        floors = {(i, t): nic_floor(links[i], t, self.shape.cell_gpus * links[i].queue_pairs_per_connection,
-                                    nic / links[i].queue_pairs_per_connection)
-                  for i, t in self.price_lines}
+        floors = {(i, t, q): nic_floor(links[i], t, self.shape.cell_gpus * q, nic / q) for i, t, q in self.price_lines}
         return {key: floor for key, floor in floors.items() if floor > self.price_lines[key][0].slope}
 
     @cached_property
     def efficiency(self) -> dict[tuple[int, Transport], float]:
         """The best fraction of each link's capacity under each transport: link_efficiency at p D units (the most
-        subflows that can cross it; efficiency grows with them). A GB takes at least 1 / (c efficiency) s."""
+        subflows that can cross it; efficiency grows with them) of its class with the most queue pairs (the link's
+        own where no route crosses it). A GB takes at least 1 / (c efficiency) s."""
         nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
         units = self.shape.cells_per_stage * self.shape.pp * self.shape.cell_gpus
+        classes = self.routes.link_queue_pairs
         return {
-            (i, transport): link_efficiency(link, transport, units * link.queue_pairs_per_connection,
-                                            nic / link.queue_pairs_per_connection)
+            (i, transport): link_efficiency(link, transport, units * q, nic / q)
             for i, link in enumerate(self.routes.links)
+            for q in [max(classes.get(i, (link.queue_pairs_per_connection,)))]
             for transport in link.transports
         }
 
     @cached_property
     def seconds_per_gb(self) -> dict[tuple[int, Transport], float]:
-        """The most seconds one GB can take on link i (one direction) under each transport: the slope of its first
-        price line, a lone unit's (no intercept), b_0 / c. Every price line's minimum is at most b_0 L / c. Links
-        no route uses carry nothing and have none (`price_lines`)."""
-        return {(i, transport): lines[0].slope * 1e9 / self.routes.links[i].capacity_byte_s
-                for (i, transport), lines in self.price_lines.items()}
+        """The most seconds one GB can take on link i (one direction) under each transport: the steepest slope of its
+        classes' first price lines, a lone unit's (no intercept), b_0 / c. Every price line's minimum is at most
+        b_0 L / c. Links no route uses carry nothing and have none (`price_lines`)."""
+        slowest: dict[tuple[int, Transport], float] = {}
+        for (i, transport, _), lines in self.price_lines.items():
+            seconds = lines[0].slope * 1e9 / self.routes.links[i].capacity_byte_s
+            slowest[i, transport] = max(slowest.get((i, transport), 0.0), seconds)
+        return slowest
 
     @cached_property
     def op_shares(self) -> tuple[float, float, float]:

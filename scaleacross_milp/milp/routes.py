@@ -8,6 +8,7 @@ from itertools import pairwise
 
 import networkx as nx
 
+from scaleacross_milp.costmodel.network import route_queue_pairs
 from scaleacross_milp.spec.topology import Link, Topology
 
 Arc = tuple[int, int]
@@ -39,6 +40,32 @@ class RouteTable:
     def used_links(self) -> list[int]:
         """Indices of the links some route uses, ascending."""
         return sorted({i for arcs in self.arcs.values() for i, _ in arcs})
+
+    @cached_property
+    def queue_pairs(self) -> dict[tuple[str, str], int]:
+        """Queue pairs each connection of an ordered pair opens along its route (`costmodel.network.route_queue_pairs`,
+        as the replay opens them)."""
+        return {pair: route_queue_pairs(self.links[i] for i, _ in arcs) for pair, arcs in self.arcs.items() if arcs}
+
+    def lanes(self, arc: Arc) -> dict[int, list[tuple[str, str]]]:
+        """`pairs_over(arc)` grouped by their connections' `queue_pairs`, fewest first: the traffic classes that cross
+        the arc with their own subflow counts (one class where the routes over the arc agree; none on an unused arc)."""
+        return self._lanes_by_arc.get(arc, {})
+
+    @cached_property
+    def _lanes_by_arc(self) -> dict[Arc, dict[int, list[tuple[str, str]]]]:
+        lanes: dict[Arc, dict[int, list[tuple[str, str]]]] = {}
+        for arc, pairs in self._pairs_by_arc.items():
+            grouped: dict[int, list[tuple[str, str]]] = {}
+            for pair in pairs:
+                grouped.setdefault(self.queue_pairs[pair], []).append(pair)
+            lanes[arc] = dict(sorted(grouped.items()))
+        return lanes
+
+    @cached_property
+    def link_queue_pairs(self) -> dict[int, tuple[int, ...]]:
+        """Per used link, the queue pairs of the classes crossing it either way (`lanes`), fewest first."""
+        return {i: tuple(sorted({q for d in (1, -1) for q in self.lanes((i, d))})) for i in self.used_links}
 
     @cached_property
     def _pairs_by_arc(self) -> dict[Arc, list[tuple[str, str]]]:

@@ -44,6 +44,7 @@ from itertools import permutations
 
 from scaleacross_milp.costmodel.actions import Action, unpaired_ops
 from scaleacross_milp.costmodel.dp import exchange_connections
+from scaleacross_milp.costmodel.network import route_queue_pairs
 from scaleacross_milp.gcpause import paused_cycle_collection
 from scaleacross_milp.spec.search import DPMode
 from scaleacross_milp.spec.topology import Topology
@@ -175,7 +176,7 @@ class _Builder:
 
     def _subflows(self, src: str, dst: str, connections: int) -> tuple[int, int]:
         """(subflows, queue pairs per connection) of `connections` GPU connections src -> dst."""
-        qp = max(self.fabric.links[arc].link.queue_pairs_per_connection for arc in self.fabric.arcs[src, dst])
+        qp = route_queue_pairs(self.fabric.links[arc].link for arc in self.fabric.arcs[src, dst])
         return connections * qp, qp
 
     def _rank(self, g: int, rank: int) -> None:

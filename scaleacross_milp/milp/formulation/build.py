@@ -58,7 +58,7 @@ def big_m_bounds(ctx: ShapeContext) -> dict[str, float]:
     volumes = [sum(cross_volumes(ctx, v)) + straddling for v in range(len(ctx.variants))]
     dp_arc = max(volumes) * sum(stage_grad_gb(ctx, j) for j in range(p)) * max(len(ks) - 1, 1)
     slowest = max(ctx.seconds_per_gb.values(), default=0.0)
-    floored = max((floor * GB / ctx.routes.links[i].capacity_byte_s for (i, _), floor in ctx.nic_floors.items()),
+    floored = max((floor * GB / ctx.routes.links[i].capacity_byte_s for (i, _, _), floor in ctx.nic_floors.items()),
                   default=0.0)
     busy = (mb * pp_arc + dp_arc) * slowest
     streamed = gathers_every_cycle(ctx)

@@ -61,8 +61,8 @@ and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B 
 the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
     Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]
     tx[b] >= the time of A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) GB on every arc a, priced by the line
-             the arc's pipeline sends pick (`traffic.line_rows`, units of A GB, the intercept on only when some
-             pipeline crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
+             the arc's pipeline sends pick for each queue-pair class (`traffic.line_rows`, units of A GB, the
+             intercept on only when some pipeline of the class crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
 (rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`).
 Under Training.overlap_moe_expert_parallel_comm the makespan rows add ep_unpaired, what the warm-up forwards and
 cool-down backwards expose of the EP all-to-alls the merged pairs hide (`add_ep_unpaired`).
@@ -277,11 +277,12 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
     rows = []
     for i in range(len(ctx.routes.links)):
         for d in (1, -1):
-            pairs = ctx.routes.pairs_over((i, d))
+            lanes = ctx.routes.lanes((i, d))
             for b in regular:
-                load = act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs)
-                crosses = sum(m.h[b, s, t] + m.h[b, t, s] for s, t in pairs)
-                rows += line_rows(m, ctx, "pp", (i, d), m.tx[b], load, act_gb, most_gb, crosses, 2 * len(pairs))
+                loads = {q: (act_gb * sum(m.f[b, s, t] + m.f[b, t, s] for s, t in pairs),
+                             sum(m.h[b, s, t] + m.h[b, t, s] for s, t in pairs)) for q, pairs in lanes.items()}
+                rows += line_rows(m, ctx, "pp", (i, d), m.tx[b], loads, act_gb, most_gb,
+                                  2 * max(map(len, lanes.values()), default=0))
     add_rows(m, "steady_xfer", rows)
     m.steady = pyo.Var(regular, domain=pyo.NonNegativeReals)
     excess, makespan = [], []

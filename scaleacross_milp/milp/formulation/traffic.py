@@ -22,7 +22,7 @@ When the bytes move (`timed_volumes`, as the replay moves them): the reduction a
 all-gather (G_end = G_v, else 0) at the end of the step; FSDP's parameter gathers before the op that needs them,
 prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshard-after-forward, 0 without), and
 the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
-    dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])   (dp_load)
+    dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])  (dpe_load)
     gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
 An HSDP shard group straddling a stage's two buildings (`choices`) gathers its parameters as FSDP does: dp, gxm and
 gx1 add sum_{(s,t): a in R(s,t)} G' straddled_gb[s,t] (straddled_gb0 in gx1; G' = `volumes.straddle_volumes`' per
@@ -161,59 +161,70 @@ LINE_FAMILIES = ("pp", "dp", "dp0")
 
 
 def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Binaries sel[f,i,d,t,k]: load family f on arc (i, d) is priced by line k >= 1 of link i under transport t
-    (`ShapeContext.price_lines`), at most one line per family and arc, only under the chosen transport:
-        sum_k sel[f,i,d,t,k] <= z[i,t]                                                       (line_pick)
-    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them)."""
+    """Binaries sel[f,i,d,q,t,k]: load family f of queue-pair class q (`RouteTable.lanes`) on arc (i, d) is priced by
+    line k >= 1 of link i under transport t for that class (`ShapeContext.price_lines`), at most one line per family,
+    arc and class, only under the chosen transport:
+        sum_k sel[f,i,d,q,t,k] <= z[i,t]                                                     (line_pick)
+    none picked: line 0 (no intercept). Once per model (the pipeline's steady sends and `add_traffic` share them),
+    with the VarList lane_time of the classes' own times on arcs several classes cross (`line_rows`)."""
     if hasattr(m, "sel"):
         return
     links = ctx.routes.links
-    arcs = [(i, d) for i in range(len(links)) for d in (1, -1)]
-    picks = [(f, i, d, t) for f in LINE_FAMILIES for i, d in arcs for t in links[i].transports
-             if len(ctx.price_lines.get((i, t), ())) > 1]
-    m.SEL = pyo.Set(initialize=[(*pick, k) for pick in picks for k in range(1, len(ctx.price_lines[pick[1], pick[3]]))],
-                    dimen=5)
+    picks = [(f, i, d, q, t) for f in LINE_FAMILIES for i in range(len(links)) for d in (1, -1)
+             for q in ctx.routes.lanes((i, d)) for t in links[i].transports if len(ctx.price_lines[i, t, q]) > 1]
+    m.SEL = pyo.Set(initialize=[(*pick, k) for pick in picks
+                                for k in range(1, len(ctx.price_lines[pick[1], pick[4], pick[3]]))], dimen=6)
     m.sel = pyo.Var(m.SEL, domain=pyo.Binary)
-    m.line_pick = pyo.Constraint(picks, rule=lambda m, f, i, d, t: sum(
-        m.sel[f, i, d, t, k] for k in range(1, len(ctx.price_lines[i, t]))) <= m.z[i, t])
+    m.line_pick = pyo.Constraint(picks, rule=lambda m, f, i, d, q, t: sum(
+        m.sel[f, i, d, q, t, k] for k in range(1, len(ctx.price_lines[i, t, q]))) <= m.z[i, t])
+    m.lane_time = pyo.VarList(domain=pyo.NonNegativeReals)
 
 
-def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, load, unit_gb,
-              most_gb: float, on=1.0, on_most: float = 1.0, unit_most: float | None = None, carries=None) -> list:
-    """lhs >= the time of `load` GB on arc (i, d), made of crossing units of at most `unit_gb` GB each, priced by
-    line k of the chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
-        lhs >= (a_k u on + b_k load) / c - M (1 - sel[f,i,d,t,k])                            k >= 1
-        lhs >= b_0 load / c - M (1 - z[i,t] + sum_k sel[f,i,d,t,k])                          line 0
-        lhs >= load / (c max_t eta[i,t])                                                     (choice-free floor)
-    `on` (default 1, at most `on_most`) scales the intercept: a load that may be zero while the family's line is
-    picked multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen
-    schedule by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers)
-    at most `unit_most` (default `unit_gb`). M: the largest line at `most_gb`. A link no route between the shape's
-    buildings uses has no price lines (its load is zero): the floor alone. Where one unit's own NICs cannot fill the
-    link (`ShapeContext.nic_floors`: K above b_0) and the caller passes the arc's binary `carries` (load <= most
-    carries; one per arc for all its DP loads, which cross together: a split stage's state; pipeline sends pass none,
-    one microbatch's activations the replay overlaps with compute), a load that crosses takes at least its units'
-    NIC time:
-        lhs >= K u on / c - K u_most (1 - carries) / c - K u_most (1 - z[i,t]) / c                  (nic floor)"""
+def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, lanes: dict, unit_gb,
+              most_gb: float, on_most: float = 1.0, unit_most: float | None = None, carries=None) -> list:
+    """lhs >= the time of the loads `lanes` = {q: (load, on)} on arc (i, d): load GB of queue-pair class q
+    (`RouteTable.lanes`) made of crossing units of at most `unit_gb` GB each, priced by line k of class q under the
+    chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
+        lhs >= (a_k u on + b_k load) / c - M (1 - sel[f,i,d,q,t,k])                          k >= 1
+        lhs >= b_0 load / c - M (1 - z[i,t] + sum_k sel[f,i,d,q,t,k])                        line 0
+        lhs >= sum_q load_q / (c max_t eta[i,t])                                             (choice-free floor)
+    With several classes on the arc each prices its own load into a lane_time variable tau_q and lhs >= sum_q tau_q:
+    a class's units open their own subflows, and the link's time is subadditive (collisions even out and loss windows
+    shrink with more subflows), so the sum is above what the classes take together, and exact with one class.
+    `on` (at most `on_most`) scales the intercept: a load that may be zero while the family's line is picked
+    multiplies it by a binary that is 1 whenever the load is positive, a unit whose GB depend on the chosen schedule
+    by sum_o (c_o / c_max) u[o]. `unit_gb` may be an expression (DP units grow with the stage's layers) at most
+    `unit_most` (default `unit_gb`). M: the largest line at `most_gb`. An arc no route between the shape's buildings
+    uses carries nothing: no rows. Where one unit's own NICs cannot fill the link (`ShapeContext.nic_floors`: K above
+    b_0 for every class on the arc, K their least) and the caller passes the arc's binary `carries` (the DP loads,
+    whose units are always on: sum_q load_q <= most carries; one binary per arc for all its DP loads, which cross
+    together: a split stage's state; pipeline sends pass none, one microbatch's activations the replay overlaps
+    with compute), a load that crosses takes at least its units' NIC time:
+        lhs >= K u / c - K u_most (1 - carries) / c - K u_most (1 - z[i,t]) / c                   (nic floor)"""
+    if not lanes:
+        return []
     i, d = arc
     link = ctx.routes.links[i]
     bare = GB / link.capacity_byte_s
-    rows = [lhs >= load * bare / max(ctx.efficiency[i, t] for t in link.transports)]
-    if (i, link.transports[0]) not in ctx.price_lines:  # no route uses the link: its load is zero
-        return rows
-    for t in link.transports:
-        lines = ctx.price_lines[i, t]
-        top = unit_gb if unit_most is None else unit_most
-        big = bare * max(line.intercept * top * on_most + line.slope * most_gb for line in lines)
-        picked = [m.sel[family, i, d, t, k] for k in range(1, len(lines))]
-        rows.append(lhs >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
-        rows += [lhs >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
-                 for line, pick in zip(lines[1:], picked, strict=True)]
-    floors = {t: ctx.nic_floors[i, t] for t in link.transports if (i, t) in ctx.nic_floors}
+    top = unit_gb if unit_most is None else unit_most
+    total = sum(load for load, _ in lanes.values())
+    rows = [lhs >= total * bare / max(ctx.efficiency[i, t] for t in link.transports)]
+    times = {q: lhs for q in lanes} if len(lanes) == 1 else {q: m.lane_time.add() for q in lanes}
+    if len(lanes) > 1:
+        rows.append(lhs >= sum(times.values()))
+    for q, (load, on) in lanes.items():
+        for t in link.transports:
+            lines = ctx.price_lines[i, t, q]
+            big = bare * max(line.intercept * top * on_most + line.slope * most_gb for line in lines)
+            picked = [m.sel[family, i, d, q, t, k] for k in range(1, len(lines))]
+            rows.append(times[q] >= lines[0].slope * bare * load - big * (1 - m.z[i, t] + sum(picked)))
+            rows += [times[q] >= (line.intercept * unit_gb * on + line.slope * load) * bare - big * (1 - pick)
+                     for line, pick in zip(lines[1:], picked, strict=True)]
+    floors = {t: min(ctx.nic_floors[i, t, q] for q in lanes) for t in link.transports
+              if all((i, t, q) in ctx.nic_floors for q in lanes)}
     if floors and carries is not None:
-        top = (unit_gb if unit_most is None else unit_most) * on_most
-        rows.append(load <= most_gb * carries)
-        rows += [lhs >= floor * bare * (unit_gb * on - top * (1 - carries)) - floor * bare * top * (1 - m.z[i, t])
+        rows.append(total <= most_gb * carries)
+        rows += [lhs >= floor * bare * (unit_gb - top * (1 - carries)) - floor * bare * top * (1 - m.z[i, t])
                  for t, floor in floors.items()]
     return rows
 
@@ -225,7 +236,6 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     m.A = pyo.Set(initialize=arcs, dimen=2)
     wrap = ctx.shape.pp - 1 if (ctx.shape.pp - 1) in m.B else None
     pairs = [(s, t) for s in m.K for t in m.K if s != t]
-    over = {a: routes.pairs_over(a) for a in arcs}
     act_gb = ctx.costs.p2p_bytes * ctx.shape.ep / GB
 
     m.pp = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["pp_arc"]))
@@ -245,13 +255,16 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     options = list(m.O)
     chi = [act_gb * ctx.options[o].boundary_crossings for o in options]
     omega = [act_gb * ctx.options[o].wrap_crossings for o in options]
-    rows = []
-    for a in arcs:
-        terms = [(chi, sum(m.cross[pair] for pair in over[a]))]
+
+    def pp_terms(pairs: list[tuple[str, str]]) -> list:
+        terms = [(chi, sum(m.cross[pair] for pair in pairs))]
         if wrap is not None:
-            terms.append((omega, sum(m.cross_wrap[pair] for pair in over[a])))
-        rows += choice_lower_bounds(m.pp[a], terms, m.u, options, bounds["pp_arc"])
-    add_rows(m, "pp_load", rows)
+            terms.append((omega, sum(m.cross_wrap[pair] for pair in pairs)))
+        return terms
+
+    m.LANES = pyo.Set(initialize=[(*a, q) for a in arcs if len(routes.lanes(a)) > 1 for q in routes.lanes(a)],
+                      dimen=3)
+    lanes = {"pp": add_lane_loads(m, ctx, "pp", m.pp, pp_terms, m.u, options, bounds["pp_arc"])}
 
     add_shared_state(m, ctx, pairs)
     variants = list(m.V)
@@ -272,22 +285,25 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     first_gathers = any(firsts) or straddles
     if first_gathers:
         m.gx1 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
-    rows = []
-    for a in arcs:
-        owned, owed = (sum(m.shared[s, t] for s, t in over[a]), sum(m.shared[t, s] for s, t in over[a]))
-        owned0, owed0 = (sum(m.shared0[s, t] for s, t in over[a]), sum(m.shared0[t, s] for s, t in over[a]))
-        straddled = [(s_step, sum(m.straddled_gb[pair] for pair in over[a]))] if straddles else []
-        straddled_mb = [(s_mb, sum(m.straddled_gb[pair] for pair in over[a]))] if straddles else []
-        straddled0 = [(s_first, sum(m.straddled_gb0[pair] for pair in over[a]))] if straddles else []
-        loads = [(m.dp[a], [(gathers, owned), (reduces, owed), *straddled]),
-                 (m.dpe[a], [(ends, owned), (reduces, owed)]), (m.dpe0[a], [(ends, owned0), (reduces, owed0)])]
-        if streamed:
-            loads.append((m.gxm[a], [(per_mb, owned), *straddled_mb]))
-        if first_gathers:
-            loads.append((m.gx1[a], [(firsts, owned0), *straddled0]))
-        for load, terms in loads:
-            rows += choice_lower_bounds(load, terms, m.w, variants, bounds["dp_arc"])
-    add_rows(m, "dp_load", rows)
+
+    def owned(pairs: list[tuple[str, str]], zero: str = "") -> object:
+        return sum(getattr(m, "shared" + zero)[s, t] for s, t in pairs)
+
+    def owed(pairs: list[tuple[str, str]], zero: str = "") -> object:
+        return sum(getattr(m, "shared" + zero)[t, s] for s, t in pairs)
+
+    def straddled(volume: list[float], pairs: list[tuple[str, str]], zero: str = "") -> list:
+        return [(volume, sum(getattr(m, "straddled_gb" + zero)[pair] for pair in pairs))] if straddles else []
+
+    dp_terms = {"dp": lambda pairs: [(gathers, owned(pairs)), (reduces, owed(pairs)), *straddled(s_step, pairs)],
+                "dpe": lambda pairs: [(ends, owned(pairs)), (reduces, owed(pairs))],
+                "dpe0": lambda pairs: [(ends, owned(pairs, "0")), (reduces, owed(pairs, "0"))]}
+    if streamed:
+        dp_terms["gxm"] = lambda pairs: [(per_mb, owned(pairs)), *straddled(s_mb, pairs)]
+    if first_gathers:
+        dp_terms["gx1"] = lambda pairs: [(firsts, owned(pairs, "0")), *straddled(s_first, pairs, "0")]
+    for name, terms_of in dp_terms.items():
+        lanes[name] = add_lane_loads(m, ctx, name, getattr(m, name), terms_of, m.w, variants, bounds["dp_arc"])
 
     add_line_choices(m, ctx)
     pp_unit = pipeline_unit_gb(ctx)
@@ -302,16 +318,17 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     rows = []
     for a in arcs:
         carries = m.carries[a] if a in floored else None
-        times = [("pp", m.xfer[a], m.pp[a], (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
-                 ("dp", m.bdp[a], m.dp[a], dp_unit["all"], bounds["dp_arc"]),
-                 ("dp", m.dpx + m.drain, m.dpe[a], dp_unit["end"], bounds["dp_arc"]),
-                 ("dp0", m.dpx0, m.dpe0[a], dp_unit["end0"], bounds["dp_arc"])]
+        times = [("pp", m.xfer[a], "pp", (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
+                 ("dp", m.bdp[a], "dp", dp_unit["all"], bounds["dp_arc"]),
+                 ("dp", m.dpx + m.drain, "dpe", dp_unit["end"], bounds["dp_arc"]),
+                 ("dp0", m.dpx0, "dpe0", dp_unit["end0"], bounds["dp_arc"])]
         if streamed:
-            times.append(("dp", m.gxt[a], m.gxm[a], dp_unit["mb"], bounds["dp_arc"]))
+            times.append(("dp", m.gxt[a], "gxm", dp_unit["mb"], bounds["dp_arc"]))
         if first_gathers:
-            times.append(("dp0", m.first_gather, m.gx1[a], dp_unit["first0"], bounds["dp_arc"]))
-        for family, lhs, load, (unit, unit_most), most, *on in times:
-            rows += line_rows(m, ctx, family, a, lhs, load, unit, most, *on, unit_most=unit_most,
+            times.append(("dp0", m.first_gather, "gx1", dp_unit["first0"], bounds["dp_arc"]))
+        for family, lhs, name, (unit, unit_most), most, *on in times:
+            loads = {q: (load, on[0] if on else 1.0) for q, load in lanes[name][a].items()}
+            rows += line_rows(m, ctx, family, a, lhs, loads, unit, most, unit_most=unit_most,
                               carries=None if family == "pp" else carries)
     add_rows(m, "link_time", rows)
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
@@ -335,6 +352,29 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     )
     m.dp_latency = pyo.Constraint(m.J, rule=lambda m, j: (m.dpx0 if j == 0 else m.dpx) >= 2 * m.span_latency[j])
     m.dpx_first = pyo.Constraint(expr=m.dpx >= m.dpx0)
+
+
+def add_lane_loads(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, load: pyo.Var, terms_of, choice,
+                   options: list, big: float) -> dict[tuple[int, int], dict[int, object]]:
+    """Rows `name`_load: load[a] >= the option-chosen sum of `terms_of`(pairs) over the pairs whose route uses arc a
+    (`choice_lower_bounds`). Where several queue-pair classes cross a (`RouteTable.lanes`), each class q's pairs load
+    a Var `name`_lane[a,q] the same way and load[a] = sum_q `name`_lane[a,q] (`name`_lanes), so each class is priced
+    at its own subflows (`line_rows`). Returns per arc {q: the class's load}."""
+    routes, rows, out = ctx.routes, [], {}
+    lane = pyo.Var(m.LANES, domain=pyo.NonNegativeReals, bounds=(0, big))
+    setattr(m, f"{name}_lane", lane)
+    for a in m.A:
+        lanes = routes.lanes(a)
+        if len(lanes) > 1:
+            for q, pairs in lanes.items():
+                rows += choice_lower_bounds(lane[(*a, q)], terms_of(pairs), choice, options, big)
+            rows.append(load[a] == sum(lane[(*a, q)] for q in lanes))
+            out[a] = {q: lane[(*a, q)] for q in lanes}
+        else:
+            rows += choice_lower_bounds(load[a], terms_of(routes.pairs_over(a)), choice, options, big)
+            out[a] = {q: load[a] for q in lanes}
+    add_rows(m, f"{name}_load", rows)
+    return out
 
 
 DP_UNITS = {"all": None, "end": None, "mb": None, "end0": 0, "first0": 0}
