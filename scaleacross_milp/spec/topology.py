@@ -58,7 +58,8 @@ class Link(Contract):
     loss_rate: float = Field(0.0, ge=0.0, lt=1.0)
     paths: PositiveInt = Field(16, description="equal-cost parallel paths (ECMP next hops) between the ends")
     queue_pairs_per_connection: PositiveInt = Field(
-        1, description="RDMA queue pairs each GPU-to-GPU connection spreads its messages over"
+        1, description=("RDMA queue pairs each GPU-to-GPU connection spreads its messages over; a connection whose "
+                        "route crosses several links opens the most any of them asks")
     )
     transports: list[Transport] = Field(
         default_factory=lambda: [Transport.ecmp_go_back_n],

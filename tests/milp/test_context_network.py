@@ -27,7 +27,7 @@ def test_the_least_line_prices_every_unit_count_within_tolerance_and_never_below
     ctx = context(small_instance, 10)
     link = ctx.routes.links[0]
     ecmp = link.transports[0]
-    lines = ctx.price_lines[0, ecmp]
+    lines = ctx.price_lines[0, ecmp, 1]
     assert len(lines) > 1
     assert lines[0].intercept == 0.0
     assert lines[0].slope == pytest.approx(1 / link_efficiency(link, ecmp, 4))  # a lone cell, no intercept
@@ -44,11 +44,11 @@ def test_efficiency_is_the_many_connection_one_and_seconds_per_gb_the_lone_unit_
     assert ctx.efficiency[0, ecmp] == pytest.approx(link_efficiency(link, ecmp, 64))
     assert ctx.seconds_per_gb[0, ecmp] == pytest.approx(1e9 / (link.capacity_byte_s * link_efficiency(link, ecmp, 4)))
     assert ctx.efficiency[0, spray] == pytest.approx(0.98)  # spraying does not depend on the count
-    assert len(ctx.price_lines[0, spray]) == 1
+    assert len(ctx.price_lines[0, spray, 1]) == 1
 
 
 def test_one_path_has_no_collisions_to_price(small_instance):
     ctx = context(small_instance, 10, paths=1)
     ecmp = ctx.routes.links[0].transports[0]
     assert ctx.efficiency[0, ecmp] == 1.0
-    assert [(line.slope, line.intercept) for line in ctx.price_lines[0, ecmp]] == [(1.0, 0.0)]
+    assert [(line.slope, line.intercept) for line in ctx.price_lines[0, ecmp, 1]] == [(1.0, 0.0)]

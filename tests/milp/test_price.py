@@ -3,6 +3,8 @@ time for a layout the optimiser did not choose."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pyomo.environ as pyo
 import pytest
 
@@ -271,3 +273,51 @@ def test_a_stage_split_over_a_chain_s_far_ends_gathers_in_order_each_after_the_w
     first = routes.arcs["b0", "b2"][0]
     assert pyo.value(m.cycle) == pytest.approx(pyo.value(m.gxt[first]) + 4 * routes.latency_s["b0", "b2"], rel=1e-6)
     assert pyo.value(m.T) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.03)
+
+
+def chain_instance(small_instance, queue_pairs: tuple[int, int], gbit_s: float = 400, paths: int = 4,
+                   mode: str = "fsdp"):
+    """Three 16-GPU H100 halls in a chain A - B - C (50 km, ECMP, go-back-N), the links asking `queue_pairs` per
+    connection; Llama 3 8B under 1F1B and DP `mode`."""
+    halls = [{"name": name, "gpus": 16, "gpu_type": "h100"} for name in "ABC"]
+    links = [{"a": a, "b": b, "capacity_gbit_s": gbit_s, "distance_km": 50, "paths": paths,
+              "queue_pairs_per_connection": q, "transports": ["ecmp_go_back_n"]}
+             for (a, b), q in zip(("AB", "BC"), queue_pairs, strict=True)]
+    return small_instance(halls, links, {"dp_modes": [mode], "schedules": ["1f1b"]}, gpus=48, batch=64,
+                          search_defaults={})
+
+
+def chain_layout(first: list[str], second: list[str], mode: str = "fsdp") -> Layout:
+    """TP 8 PP 2 DP 2 over the chain: pipeline k runs stage 0 in first[k] and stage 1 in second[k]."""
+    return Layout.model_validate({
+        "instance": "tiny", "schedule": "1f1b", "dp_mode": mode,
+        "shape": {"tp": 8, "pp": 2, "dp": 2, "micro_batch": 1, "microbatches": 32},
+        "stages": [{"stage": j, "layers": 16, "cells_per_building": dict(Counter(ends))}
+                   for j, ends in enumerate((first, second))],
+        "pipelines": [{"buildings": [a, b], "pipelines": 1} for a, b in zip(first, second, strict=True)]})
+
+
+@pytest.mark.parametrize("near, far", [(1, 16), (16, 1)])
+def test_a_connection_over_a_chain_opens_the_most_queue_pairs_its_links_ask_in_the_milp_as_in_the_replay(
+        small_instance, near, far):
+    # Both pipelines between A and C, so every send and the stages' DP exchange cross both links: with 1 queue pair
+    # per connection asked on one link and 16 on the other, each connection opens 16 end to end, as on a chain asking
+    # 16 on both. The MILP priced each link at its own count (16.46 s against the replay's 12.17 s, -26 %).
+    layout = chain_layout(["A", "C"], ["C", "A"])
+    mixed, uniform = chain_instance(small_instance, (near, far)), chain_instance(small_instance, (16, 16))
+    assert price_layout(mixed, layout) == pytest.approx(price_layout(uniform, layout), rel=1e-9)
+    assert replay_s(mixed, layout) == pytest.approx(replay_s(uniform, layout), rel=1e-9)
+
+
+def test_a_link_crossed_by_connections_of_two_queue_pair_counts_prices_each_at_its_own(small_instance):
+    # A - B asks 1 queue pair, B - C 16, both 25 Gb/s over 16 ECMP paths: pipeline A -> B opens 1 per connection on
+    # A - B, pipeline A -> C 16 there (its route's most). Priced as one class at the link's own count (session 34) the
+    # A -> C sends collided as 8 hashes on 16 paths instead of 128: 17.25 s against the replay's 14.79 s (+16.7 %).
+    # Each class now takes its own lines and the link the sum of the two: the classes together collide less than
+    # apart, so the sum is above the replay, and as close as the uniform chain's price (13.79 s against 13.30 s).
+    instance = chain_instance(small_instance, (1, 16), gbit_s=25, paths=16, mode="ddp")
+    layout = chain_layout(["A", "A"], ["B", "C"], mode="ddp")
+    lanes = route_table(instance.topology).lanes((0, 1))
+    assert {q: sorted(pairs) for q, pairs in lanes.items()} == {1: [("A", "B")], 16: [("A", "C")]}
+    replayed = replay_s(instance, layout)
+    assert replayed <= price_layout(instance, layout) <= replayed * 1.06

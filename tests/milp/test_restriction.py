@@ -112,7 +112,7 @@ def test_a_restriction_prices_only_the_links_its_routes_use(tiny):
     alone = replace(ctx, routes=ctx.routes.among(["A"]))
     ends = replace(ctx, routes=ctx.routes.among(["A", "C"]))
     assert alone.price_lines == {} and alone.seconds_per_gb == {}
-    assert {i for i, _ in ends.price_lines} == {0, 1}
+    assert {i for i, _, _ in ends.price_lines} == {0, 1}
     assert len(ends.price_lines) == sum(len(link.transports) for link in ctx.routes.links)
 
 

@@ -47,7 +47,10 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
     dpx + drain >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 span_latency[j] (dp_latency), where
     span_latency[j] >= lambda[s,t] (y[j,s] + y[j,t] - 1) (span_latency_bound): the longest route stage j spans
     dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
-(busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')).
+(busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')). Where routes whose
+connections open different queue pairs cross an arc (`RouteTable.lanes`), every load above is split by class q
+(`add_lane_loads`: `name`_lane[a,q], summing to the arc's load) and each class priced on its own lines, the arc's
+time the sum of the classes' (`line_rows`), subadditive again.
 dpx and dpx0 count from the end of stage 0's last backward op, when stage 0's own share (dpe0, dpx0: the same rows
 over j = 0 only) starts: no backward can hide it (`iteration`). Stage j >= 1 ends its last backward H_j >= H_1
 earlier (the pipeline drains towards rank 0) and its reduction starts then, so the link, working on stage j's
