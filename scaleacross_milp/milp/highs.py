@@ -79,11 +79,15 @@ ABS_GAP = 1e-6
 objective's unit (seconds, or dollars under the cost objective), whatever the relative gap asked for."""
 NO_LIMIT_OPTIONS: dict[str, object] = {"objective_bound": math.inf, "mip_max_nodes": highspy.kHighsIInf,
                                        "time_limit": math.inf, "random_seed": 0, "mip_abs_gap": ABS_GAP,
-                                       "mip_allow_restart": False}
+                                       "mip_allow_restart": False, "mip_feasibility_tolerance": 1e-9}
 """HiGHS keeps an option until it is set again, so every solve of a translated model starts from these: no cutoff,
-no node budget, no time limit, a fixed seed (the same answer on every run), ABS_GAP, and no root restart: HiGHS
+no node budget, no time limit, a fixed seed (the same answer on every run), ABS_GAP, no root restart: HiGHS
 re-presolves after the root's fixings without looking at the time limit (a 4-building restriction of the 131k-GPU
-Llama 3 405B instance ran 5.6-6.0 s under a 1 s limit, 1.0 s without the restart; HiGHS 1.15)."""
+Llama 3 405B instance ran 5.6-6.0 s under a 1 s limit, 1.0 s without the restart; HiGHS 1.15), and an integrality
+tolerance of 1e-9 instead of 1e-6: a binary at 1 - 1e-6 relaxes a big-M row by M 1e-6, and the pipeline rows' M (an
+upper bound on Tpipe over every layout of the shape) can be 10^4 times the iteration (generated medium seed 133: a
+restriction's incumbent at 0.5105 s, 0.5302 s once its binaries are rounded, kept as the search's incumbent and cutoff
+until the final polish)."""
 FEASIBLE = 2
 """HighsInfo.primal_solution_status of a feasible point (0: none, 1: infeasible)."""
 FORKED_ROWS = 5_000
