@@ -54,6 +54,7 @@ class RouteTable:
 
     @cached_property
     def _lanes_by_arc(self) -> dict[Arc, dict[int, list[tuple[str, str]]]]:
+        """`lanes` of every arc some route uses, one pass over `_pairs_by_arc`."""
         lanes: dict[Arc, dict[int, list[tuple[str, str]]]] = {}
         for arc, pairs in self._pairs_by_arc.items():
             grouped: dict[int, list[tuple[str, str]]] = {}
