@@ -255,6 +255,12 @@ class ShapeContext:
         return min(self.shape.cells_per_stage, self.instance.topology.building(building).gpus // self.shape.cell_gpus)
 
     @cached_property
+    def fastest_nic_byte_s(self) -> float:
+        """`costmodel.network.fastest_nic_byte_s` over the instance's buildings: the widest window a connection can
+        open, the subflow cap of every link's prices."""
+        return fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+
+    @cached_property
     def price_lines(self) -> dict[tuple[int, Transport, int], tuple[PriceLine, ...]]:
         """The lines of `costmodel.network.price_lines` for each link under each transport and each queue-pair class
         q crossing it (`RouteTable.link_queue_pairs`): n crossing units of u seconds each (at bare capacity) take at
@@ -265,7 +271,7 @@ class ShapeContext:
         (`RouteTable.used_links`): no load crosses the others, and a restriction to one building of a 131,072-GPU
         instance spent 0.5 s pricing its 15 links."""
         shape = self.shape
-        nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+        nic = self.fastest_nic_byte_s
         links = self.routes.links
         return {
             (i, transport, q): price_lines(links[i], transport, shape.cell_gpus * q, shape.cells_per_stage * shape.pp,
@@ -280,7 +286,7 @@ class ShapeContext:
         """`costmodel.network.nic_floor` of a crossing unit (one cell's GPUs, each of its q queue pairs at the fastest
         NIC's share) on each used link under each transport and queue-pair class, where it is above the class's
         lone-unit price line (b_0): there the unit's NICs, not the link, bound its time (`traffic.line_rows`)."""
-        nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+        nic = self.fastest_nic_byte_s
         links = self.routes.links
         floors = {(i, t, q): nic_floor(links[i], t, self.shape.cell_gpus * q, nic / q) for i, t, q in self.price_lines}
         return {key: floor for key, floor in floors.items() if floor > self.price_lines[key][0].slope}
@@ -290,7 +296,7 @@ class ShapeContext:
         """The best fraction of each link's capacity under each transport: link_efficiency at p D units (the most
         subflows that can cross it; efficiency grows with them) of its class with the most queue pairs (the link's
         own where no route crosses it). A GB takes at least 1 / (c efficiency) s."""
-        nic = fastest_nic_byte_s(self.instance.gpu_types[b.gpu_type] for b in self.instance.topology.buildings)
+        nic = self.fastest_nic_byte_s
         units = self.shape.cells_per_stage * self.shape.pp * self.shape.cell_gpus
         classes = self.routes.link_queue_pairs
         return {

@@ -183,8 +183,9 @@ def add_line_choices(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.lane_time = pyo.VarList(domain=pyo.NonNegativeReals)
 
 
-def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs, lanes: dict, unit_gb,
-              most_gb: float, on_most: float = 1.0, unit_most: float | None = None, carries=None) -> list:
+def line_rows(m: pyo.ConcreteModel, ctx: ShapeContext, family: str, arc: tuple[int, int], lhs,
+              lanes: dict[int, tuple[object, object]], unit_gb, most_gb: float, on_most: float = 1.0,
+              unit_most: float | None = None, carries=None) -> list:
     """lhs >= the time of the loads `lanes` = {q: (load, on)} on arc (i, d): load GB of queue-pair class q
     (`RouteTable.lanes`) made of crossing units of at most `unit_gb` GB each, priced by line k of class q under the
     chosen transport t (b_k, a_k of `ShapeContext.price_lines`, c the link's bytes/s):
