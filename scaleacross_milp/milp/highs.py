@@ -79,7 +79,8 @@ ABS_GAP = 1e-6
 objective's unit (seconds, or dollars under the cost objective), whatever the relative gap asked for."""
 NO_LIMIT_OPTIONS: dict[str, object] = {"objective_bound": math.inf, "mip_max_nodes": highspy.kHighsIInf,
                                        "time_limit": math.inf, "random_seed": 0, "mip_abs_gap": ABS_GAP,
-                                       "mip_allow_restart": False, "mip_feasibility_tolerance": 1e-9}
+                                       "mip_allow_restart": False, "mip_feasibility_tolerance": 1e-9,
+                                       "mip_heuristic_run_rens": False}
 """HiGHS keeps an option until it is set again, so every solve of a translated model starts from these: no cutoff,
 no node budget, no time limit, a fixed seed (the same answer on every run), ABS_GAP, no root restart: HiGHS
 re-presolves after the root's fixings without looking at the time limit (a 4-building restriction of the 131k-GPU
@@ -87,7 +88,10 @@ Llama 3 405B instance ran 5.6-6.0 s under a 1 s limit, 1.0 s without the restart
 tolerance of 1e-9 instead of 1e-6: a binary at 1 - 1e-6 relaxes a big-M row by M 1e-6, and the pipeline rows' M (an
 upper bound on Tpipe over every layout of the shape) can be 10^4 times the iteration (generated medium seed 133: a
 restriction's incumbent at 0.5105 s, 0.5302 s once its binaries are rounded, kept as the search's incumbent and cutoff
-until the final polish)."""
+until the final polish), and no RENS heuristic: its sub-MIP's presolve (sparsify, then removeRowSingletons) segfaults
+libhighs 1.15.1 on some models (tests/milp/data/rens_presolve_segfault.npz, a restriction of generated medium seed 22
+with cut rows), which ends the user's whole solve; highspy 1.16 does not crash there but loops in RINS past its time
+limit. Without RENS the 200-instance property suite returns the same plans or better (geomean -0.2 %, README)."""
 FEASIBLE = 2
 """HighsInfo.primal_solution_status of a feasible point (0: none, 1: infeasible)."""
 FORKED_ROWS = 5_000

@@ -4,6 +4,9 @@ ended."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pyomo.environ as pyo
 import pytest
@@ -178,3 +181,40 @@ def test_an_incumbent_is_worth_what_its_rounded_binaries_give():
     highs = HighsModel(model)
     outcome = solve_milp(highs, time_limit_s=60, rel_gap=1e-3, threads=1, max_nodes=200)
     assert outcome.incumbent == pytest.approx(polish(highs, model.T, threads=1), rel=1e-6)
+
+
+RENS_CRASH = Path(__file__).parent / "data" / "rens_presolve_segfault.npz"
+RUN_RENS_CRASH = """
+import sys
+import highspy
+import numpy as np
+from scaleacross_milp.milp.highs import NO_LIMIT_OPTIONS
+data = np.load(sys.argv[1])
+lp = highspy.HighsLp()
+lp.num_col_, lp.num_row_ = len(data["cost"]), len(data["row_lower"])
+lp.col_cost_, lp.offset_ = data["cost"], float(data["offset"])
+lp.col_lower_, lp.col_upper_ = data["col_lower"], data["col_upper"]
+lp.row_lower_, lp.row_upper_ = data["row_lower"], data["row_upper"]
+lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = data["start"], data["index"], data["value"]
+lp.integrality_ = [highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous for v in data["integer"]]
+highs = highspy.Highs()
+highs.setOptionValue("output_flag", False)
+highs.passModel(lp)
+options = NO_LIMIT_OPTIONS | {"objective_bound": 3.1449322348030075, "mip_max_nodes": 200, "time_limit": 0.5,
+                              "threads": 1, "mip_rel_gap": 1e-3}
+for name, value in options.items():
+    highs.setOptionValue(name, value)
+highs.run()
+print(highs.getModelStatus().name)
+"""
+
+
+def test_a_model_whose_rens_sub_mip_crashed_libhighs_solves_with_our_options():
+    # Generated medium seed 22: a restriction's model after cut rows were added, with the options its search run had
+    # (a 0.5 s pattern solve under a cutoff, 200 nodes). libhighs 1.15.1 segfaults on it in RENS's sub-MIP presolve
+    # when RENS runs; the run is in a child process so that a crash fails this test instead of ending the suite.
+    done = subprocess.run([sys.executable, "-c", RUN_RENS_CRASH, str(RENS_CRASH)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() in {"kTimeLimit", "kSolutionLimit", "kObjectiveBound", "kOptimal"}
