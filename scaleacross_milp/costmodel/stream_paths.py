@@ -73,16 +73,17 @@ def stream_paths(schedule: Schedule, p: int, m: int, v: int,
 
 _GRAPHS: dict[tuple[Schedule, int, int, int, bool], list[list[StreamPath]]] = {}
 """`_graph_paths` so far: shapes with the same PP and any microbatch count past `steady_after` share three graphs."""
-OP_S = 12e-6
-"""Seconds per op of a graph run (`_longest_paths`, its transfers and backtracking included) on 2 cores: what
-`pending_s` predicts (p = 32: a ZB-H1 graph of 69 microbatches, 6,624 ops, runs in 0.08-0.11 s)."""
+OP_S = 10e-6
+"""Seconds per op of a graph's first run (`_dependency_graph` and `_longest_paths`: the orders built and checked, the
+graph, the run and the backtracking) on 2 cores: what `pending_s` predicts (p = 32 over 200 microbatches, the three
+graphs of 64-68: ZB-H1, 19,000 ops, 0.20 s; ZB-V, 38,000 ops, 0.39 s)."""
 
 
 def _graph_paths(schedule: Schedule, p: int, m: int, v: int, merged: bool) -> list[list[StreamPath]]:
     """`_longest_paths` of the schedule's full graph, kept in _GRAPHS."""
     key = (schedule, p, m, v, merged)
     if key not in _GRAPHS:
-        _GRAPHS[key] = _longest_paths(build_actions(schedule, p, m, v, merged))
+        _GRAPHS[key] = _longest_paths(_dependency_graph(*key), v)
     return _GRAPHS[key]
 
 
@@ -129,19 +130,19 @@ def _crossing(actions: ScheduleActions, lower: int) -> int:
     return min(rank_of[lower], rank_of[lower + 1])
 
 
-def _longest_paths(actions: ScheduleActions) -> list[list[StreamPath]]:
+def _longest_paths(graph: _Graph, v: int) -> list[list[StreamPath]]:
     """Per boundary b, the longest path of each weight of WEIGHTS on b's transfers (every other transfer free), at
     the nominal op times (`_run`, one scenario per (b, X))."""
-    ranks, weights = actions.ranks, len(WEIGHTS)
+    ranks, weights = graph.ranks, len(WEIGHTS)
     extra = np.zeros((ranks, (ranks - 1) * weights))
     for b in range(ranks - 1):
         extra[b, b * weights:(b + 1) * weights] = WEIGHTS
 
     def nominal(rank: int, kind: str) -> float:
-        return NOMINAL[kind] * (1 + TIE_BREAK * (rank + 1)) / actions.chunks
+        return NOMINAL[kind] * (1 + TIE_BREAK * (rank + 1)) / v
 
     found: list[list[StreamPath]] = [[] for _ in range(ranks - 1)]
-    for k, (ops, crossings, _) in enumerate(_run(actions, nominal, extra)):
+    for k, (ops, crossings, _) in enumerate(_run(graph, nominal, extra)):
         found[k // weights].append(StreamPath(ops, crossings[k // weights]))
     return found
 
@@ -158,7 +159,8 @@ class CriticalPath:
 
 CRITICAL_OPS = 20_000
 """The largest graph `critical_path` runs, counted as 3 p m v ops (F, I, W per chunk): p = 32, m = 69 ZB-H1 (6,624)
-runs in 0.045 s on 2 cores, p = 16, m = 32 ZB-V in 0.03 s."""
+runs in 0.04 s on 2 cores the first time and 0.005 s once its graph is kept (`_dependency_graph`), p = 32, m = 100
+ZB-V in 0.12 s and 0.012 s."""
 
 
 def critical_path(schedule: Schedule, p: int, m: int, v: int, merged: bool, stage_s: list[float],
@@ -168,30 +170,50 @@ def critical_path(schedule: Schedule, p: int, m: int, v: int, merged: bool, stag
     beyond INTERLEAVED_OPS rank-microbatches: they are not cut)."""
     if schedule is Schedule.interleaved and p * m > INTERLEAVED_OPS or 3 * p * m * v > CRITICAL_OPS:
         return None
-    actions = build_actions(schedule, p, m, v, merged)
     share = dict(zip(KINDS, shares, strict=True)) | {"B": shares[1] + shares[2]}
 
     def duration(rank: int, kind: str) -> float:
         return share[kind] * stage_s[rank] / v
 
     extra = np.array(list(transfer_s) + [0.0])[:, None]
-    ops, crossings, length = _run(actions, duration, extra)[0]
+    ops, crossings, length = _run(_dependency_graph(schedule, p, m, v, merged), duration, extra)[0]
     return CriticalPath(length, ops, crossings)
 
 
-def _run(actions: ScheduleActions, duration: Callable[[int, str], float], extra: np.ndarray) -> list[tuple]:
-    """Run the orders once with finish times as vectors over scenarios (columns of `extra`: each boundary's transfer
-    time per scenario; `duration(rank, kind)` an op's time); backtrack each scenario's path (at a node with two
-    predecessors, the later one: the rank's previous op or the data it waited for). Per scenario: (op counts per
-    rank, transfers per boundary, length)."""
-    ranks, scenarios = actions.ranks, extra.shape[1]
-    zero = np.zeros(scenarios)
-    finish: list[np.ndarray] = []
+@dataclass(frozen=True)
+class _Graph:
+    """A schedule's dependency graph, which depends on its orders only (not on op or transfer times). Nodes are
+    numbered in the order the replay would start them (rank by rank, each as far as its messages allow); an op node
+    waits for its rank's previous op and the message it needs, a transfer node for the op that sends it and the
+    channel's previous transfer (`_run`)."""
+
+    ranks: int
+    rank: np.ndarray
+    kind: np.ndarray
+    """Index into KINDS, 3 for a full backward B, -1 for a transfer."""
+    crossing: np.ndarray
+    """The boundary a transfer crosses (-1: none, or an op)."""
+    first: np.ndarray
+    """The rank's previous op (an op) or the sending op (a transfer); -1: none."""
+    second: np.ndarray
+    """The message waited for (an op) or the channel's previous transfer (a transfer); -1: none."""
+    levels: tuple[np.ndarray, ...]
+    """Nodes by depth (one more than their predecessors' greatest): a level's nodes wait for earlier levels only, so
+    each level is computed at once over every scenario."""
+    last: np.ndarray
+    """Each rank's last op, in node order."""
+
+
+@lru_cache(maxsize=16)
+def _dependency_graph(schedule: Schedule, p: int, m: int, v: int, merged: bool) -> _Graph:
+    """`_Graph` of the schedule's orders (`build_actions`; a ValueError when they deadlock)."""
+    actions = build_actions(schedule, p, m, v, merged)
+    ranks = actions.ranks
+    orders = [[_step(actions, rank, a) for a in ops] for rank, ops in enumerate(actions.order)]
+    rank_of: list[int] = []
+    kind_of: list[int] = []
+    crossing_of: list[int] = []
     preds: list[tuple[int, int]] = []
-    info: list[tuple[int, str, int]] = []
-    """Per node: (rank, kind, crossing); kind "X" for a transfer."""
-    orders = [[(kind, duration(rank, kind), need, send) for kind, need, send in (_step(actions, rank, a) for a in ops)]
-              for rank, ops in enumerate(actions.order)]
     arrival: dict[tuple[str, int, int], int] = {}
     channel: dict[tuple[int, int], int] = {}
     position, previous = [0] * ranks, [-1] * ranks
@@ -200,52 +222,88 @@ def _run(actions: ScheduleActions, duration: Callable[[int, str], float], extra:
         progressed = False
         for rank, ops in enumerate(orders):
             while position[rank] < len(ops):
-                kind, time_s, need, send = ops[position[rank]]
+                kind, need, send = ops[position[rank]]
                 waited = arrival.get(need, -2) if need is not None else -1
                 if waited == -2:
                     break
-                before = previous[rank]
-                start = finish[before] if before >= 0 else zero
-                if waited >= 0:
-                    start = np.maximum(start, finish[waited])
-                finish.append(start + time_s)
-                preds.append((before, waited))
-                info.append((rank, kind, -1))
-                node = previous[rank] = len(finish) - 1
+                preds.append((previous[rank], waited))
+                rank_of.append(rank)
+                kind_of.append(3 if kind == "B" else KINDS.index(kind))
+                crossing_of.append(-1)
+                node = previous[rank] = len(preds) - 1
                 if send is not None:
                     key, peer, crossing = send
                     if peer == rank:
                         arrival[key] = node
                     else:
-                        busy = channel.get((rank, peer), -1)
-                        start = finish[node] if busy < 0 else np.maximum(finish[node], finish[busy])
-                        finish.append(start + extra[crossing] if crossing >= 0 else start)
-                        preds.append((node, busy))
-                        info.append((rank, "X", crossing))
-                        channel[rank, peer] = arrival[key] = len(finish) - 1
+                        preds.append((node, channel.get((rank, peer), -1)))
+                        rank_of.append(rank)
+                        kind_of.append(-1)
+                        crossing_of.append(crossing)
+                        channel[rank, peer] = arrival[key] = len(preds) - 1
                 position[rank] += 1
                 left -= 1
                 progressed = True
         if not progressed:
             raise ValueError(f"schedule {actions.name} deadlocks")
-    ops_nodes = [n for n, (_, kind, _) in enumerate(info) if kind != "X"]
-    ends = np.stack([finish[n] for n in ops_nodes]).argmax(axis=0)
-    paths = []
-    for k in range(scenarios):
-        counts = [[0, 0, 0] for _ in range(ranks)]
-        crossings, node = [0] * (ranks - 1), ops_nodes[ends[k]]
-        while node >= 0:
-            rank, kind, crossing = info[node]
-            if kind == "X":
-                if crossing >= 0:
-                    crossings[crossing] += 1
-            else:
-                for part in ("I", "W") if kind == "B" else (kind,):
-                    counts[rank][KINDS.index(part)] += 1
-            first, second = preds[node]
-            node = second if second >= 0 and (first < 0 or finish[second][k] > finish[first][k]) else first
-        paths.append((tuple(tuple(c) for c in counts), tuple(crossings), float(finish[ops_nodes[ends[k]]][k])))
-    return paths
+    level = [0] * len(preds)
+    for node, (first, second) in enumerate(preds):
+        level[node] = 1 + max(level[first] if first >= 0 else -1, level[second] if second >= 0 else -1)
+    by_level = np.argsort(np.array(level), kind="stable")
+    bounds = np.searchsorted(np.array(level)[by_level], np.arange(max(level) + 2))
+    pred = np.array(preds, dtype=np.int64)
+    kinds = np.array(kind_of)
+    levels = tuple(by_level[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    return _Graph(ranks, np.array(rank_of), kinds, np.array(crossing_of), pred[:, 0], pred[:, 1], levels,
+                  np.sort(np.array([last for last in previous if last >= 0], dtype=np.int64)))
+
+
+def _run(graph: _Graph, duration: Callable[[int, str], float], extra: np.ndarray) -> list[tuple]:
+    """Finish times of every node of the schedule's graph (`_dependency_graph`) over scenarios (columns of `extra`:
+    each boundary's transfer time per scenario; `duration(rank, kind)` an op's time), level by level; then each
+    scenario's longest path, backtracked from the rank's last op that finishes last (the first such in node order;
+    ops take positive times, so no earlier op of a rank finishes with its last): at a node with two predecessors,
+    the second (the message, or the channel's previous transfer) when it finished strictly later, else the first.
+    Per scenario: (op counts per rank, transfers per boundary, length)."""
+    ranks, scenarios, nodes = graph.ranks, extra.shape[1], len(graph.rank)
+    if not scenarios:  # one rank: no boundary to weigh
+        return []
+    names = (*KINDS, "B")
+    per_op = np.array([[duration(rank, kind) for kind in names] for rank in range(ranks)])
+    time_s = np.zeros((nodes, scenarios))
+    is_op = graph.kind >= 0
+    time_s[is_op] = per_op[graph.rank[is_op], graph.kind[is_op]][:, None]
+    crossed = ~is_op & (graph.crossing >= 0)
+    time_s[crossed] = extra[graph.crossing[crossed]]
+    finish = np.zeros((nodes + 1, scenarios))  # row `nodes`: a missing predecessor, finished at 0
+    first = np.where(graph.first >= 0, graph.first, nodes)
+    second = np.where(graph.second >= 0, graph.second, nodes)
+    later = np.zeros((nodes, scenarios), dtype=bool)  # the longest path to the node comes through its second
+    only_second = (graph.second >= 0) & (graph.first < 0)
+    for level in graph.levels:
+        before, waited = finish[first[level]], finish[second[level]]
+        finish[level] = np.maximum(before, waited) + time_s[level]
+        later[level] = (waited > before) & (graph.second[level] >= 0)[:, None] | only_second[level][:, None]
+    columns = np.arange(scenarios)
+    ends = graph.last[finish[graph.last].argmax(axis=0)]
+    lengths = finish[ends, columns]
+    visits, at_nodes = [], []
+    node = ends.copy()
+    while (active := np.flatnonzero(node >= 0)).size:
+        at = node[active]
+        visits.append(active)
+        at_nodes.append(at)
+        node[active] = np.where(later[at, active], graph.second[at], graph.first[at])
+    visit, at = np.concatenate(visits), np.concatenate(at_nodes)
+    kind = graph.kind[at]
+    op = kind >= 0
+    counts = np.bincount((visit[op] * ranks + graph.rank[at[op]]) * 4 + kind[op],
+                         minlength=scenarios * ranks * 4).reshape(scenarios, ranks, 4)
+    counts = counts[..., :3] + counts[..., 3:] * np.array([0, 1, 1])  # a full backward counts as I and as W
+    crossings = np.bincount(visit[~op] * ranks + graph.crossing[at[~op]] % ranks,
+                            minlength=scenarios * ranks).reshape(scenarios, ranks)  # column ranks - 1: no boundary
+    return [(tuple(map(tuple, counts[k].tolist())), tuple(crossings[k, :ranks - 1].tolist()), float(lengths[k]))
+            for k in range(scenarios)]
 
 
 def _step(actions: ScheduleActions, rank: int, a) -> tuple[str, tuple | None, tuple | None]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from scaleacross_milp.costmodel import stream_paths as paths
-from scaleacross_milp.costmodel.actions import build_actions
 from scaleacross_milp.spec.search import Schedule
 
 
@@ -52,7 +51,7 @@ def test_the_steady_state_repeated_is_the_full_graph_s_longest_path(schedule, p)
     v = 2 if schedule is Schedule.zb_v else 1
     for m in range(paths.steady_after(p) + 1, paths.steady_after(p) + 6):
         repeated = paths.stream_paths(schedule, p, m, v)
-        full = paths._longest_paths(build_actions(schedule, p, m, v))
+        full = paths._longest_paths(paths._dependency_graph(schedule, p, m, v, False), v)
         for b in range(p - 1):
             for weight in paths.WEIGHTS:
                 assert max(length(path, weight, v) for path in repeated[b]) == pytest.approx(
