@@ -14,7 +14,7 @@ from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import build_model
 from scaleacross_milp.milp.highs import HighsModel, model_size, restore
 from scaleacross_milp.milp.path_cuts import solve_with_cuts
-from scaleacross_milp.milp.patterns import restrictions
+from scaleacross_milp.milp.patterns import layer_pace_s, restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import ShapeSearch, climbing_order, degrees
@@ -101,6 +101,21 @@ def test_pp_out_gives_a_restriction_where_no_building_holds_a_pipeline(tiny):
     i = next(i for i, c in enumerate(search.candidates) if c.shape == shape)
     search.try_restriction(i)
     assert search.best is not None and search.best.ctx.buildings == ["A", "B"]
+
+
+def test_a_shape_that_fits_a_flat_hall_is_also_restricted_to_it_beside_a_larger_hall_behind_pods(tiny):
+    # The same GPUs in both halls: DP-out fills the larger hall first, where TP8 PP2 DP2's DDP groups cross its
+    # 15x-oversubscribed pods of 8 GPUs; a layer costs less in the flat hall (compute and DP sync:
+    # `patterns.layer_pace_s`), so the shape is also restricted to the flat hall, every pipeline in it.
+    halls = [{"name": "pods", "gpus": 64, "gpu_type": "h100", "pod_gpus": 8, "oversubscription": 15},
+             {"name": "flat", "gpus": 32, "gpu_type": "h100"}]
+    links = [{"a": "pods", "b": "flat", "capacity_gbit_s": 400, "distance_km": 1}]
+    instance = tiny(buildings=halls, links=links, search={"dp_modes": ["ddp"]})
+    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=2, micro_batch=1, microbatches=8),
+                        route_table(instance.topology))
+    assert layer_pace_s(ctx, "flat") < layer_pace_s(ctx, "pods")
+    patterns = {tuple(r.buildings): r.patterns for r in restrictions(ctx)}
+    assert patterns == {("pods",): [{(0, "pods"): 2, (1, "pods"): 2}], ("flat",): [{(0, "flat"): 2, (1, "flat"): 2}]}
 
 
 def test_a_restriction_prices_only_the_links_its_routes_use(tiny):
