@@ -233,16 +233,17 @@ class ShapeSearch:
     sharpened (`first_stage_lower_bound_s`). Each step only raises the bound, so shapes are taken in order of
     sharpened bound while only the few near the front pay for pricing and sharpening.
 
-    Phase 1 takes the front shape, and the front shape of every span (the fewest buildings a shape's GPUs need),
-    so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use the whole
-    cluster; it solves each one's restrictions (`patterns.restrictions`, small models), climbing from each new plan
-    (`climb`), then each one's named patterns on its full model where that model is affordable. Phase 2 runs
-    rounds (`solve_round`): each round solves the full MILP of every open shape that can still beat the incumbent by
-    more than the gap, one (schedule option, DP variant) pair at a time (`solve_pair`), pairs in bound order across
-    shapes, within a node budget that grows by NODE_GROWTH per round (a shape's restrictions and patterns first, if
-    phase 1 did not reach it); a shape is closed once every pair is. Every step is budgeted in
-    solver work; the wall-clock limit only ends the sequence, and once there is a plan a shape's model is built only
-    when the builds so far predict it fits the time left (`affordable`)."""
+    Before phase 1, the seed's shape is solved again over the seed's building unless the seed's own search proved it
+    (`resolve_seed`). Phase 1 takes the front shape, and the front shape of every span (the fewest buildings a shape's
+    GPUs need), so shapes that fit in fewer buildings are not starved by the optimistic bounds of the shapes that use
+    the whole cluster; it solves each one's restrictions (`patterns.restrictions`, small models), climbing from each new
+    plan (`climb`), then each one's named patterns on its full model where that model is affordable. Phase 2 runs rounds
+    (`solve_round`): each round solves the full MILP of every open shape that can still beat the incumbent by more than
+    the gap, one (schedule option, DP variant) pair at a time (`solve_pair`), pairs in bound order across shapes, within
+    a node budget that grows by NODE_GROWTH per round (a shape's restrictions and patterns first, if phase 1 did not
+    reach it); a shape is closed once every pair is. Every step is budgeted in solver work; the wall-clock limit only
+    ends the sequence, and once there is a plan a shape's model is built only when the builds so far predict it fits the
+    time left (`affordable`)."""
 
     screening: Screening
     start: float
