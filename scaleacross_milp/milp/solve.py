@@ -803,7 +803,10 @@ class ShapeSearch:
         if seed is None or seed.index >= 0 or seed.proven_alone:
             return
         i = next((i for i, candidate in enumerate(self.candidates) if candidate.shape == seed.ctx.shape), None)
-        if i is None or i in self.closed or not self.promising(self.bounds[i]):
+        if i is None or i in self.closed:
+            return
+        self.price(i)  # its screening bound may already say it cannot beat the seed by the gap
+        if not self.promising(self.bounds[i]):
             return
         pairs = self.ctx(i).held_pairs(seed.ctx.buildings, self.restriction_pairs(i))
         restricted = self.narrowed_model(i, seed.ctx.buildings, pairs) if pairs else None
