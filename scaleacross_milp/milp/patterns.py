@@ -39,7 +39,7 @@ def layer_pace_s(ctx: ShapeContext, building: str) -> float:
     sync under the cheapest variant): the building's GPU type and its fabric (pods, oversubscription) both count."""
     layers = ctx.instance.model_spec.layers / ctx.shape.pp
     costs = ctx.gpu(building)
-    sync_s = min(costs.dp_intra[variant].stage_s(layers) for variant in ctx.variants) / layers
+    sync_s = min((costs.dp_intra[variant].stage_s(layers) for variant in ctx.variants), default=0.0) / layers
     return ctx.shape.microbatches * costs.layer.total_s + sync_s
 
 
@@ -54,11 +54,11 @@ def one_building_cells(ctx: ShapeContext) -> Cells | None:
     fits a flat hall into a larger one behind oversubscribed pods (generated medium seed 133: 256 of 288 B200 in a
     flat hall replay 9 % faster than the search's plan, whose patterns filled the 448-GPU pod hall first)."""
     shape = ctx.shape
-    holding = [k for k in ctx.buildings
-               if ctx.instance.topology.building(k).gpus >= shape.cell_gpus * shape.pp * shape.cells_per_stage]
+    gpus = {k: ctx.instance.topology.building(k).gpus for k in ctx.buildings}
+    holding = [k for k in ctx.buildings if gpus[k] >= shape.cell_gpus * shape.pp * shape.cells_per_stage]
     if not holding:
         return None
-    home = min(holding, key=lambda k: (layer_pace_s(ctx, k), -ctx.max_cells(k)))
+    home = min(holding, key=lambda k: (layer_pace_s(ctx, k), -gpus[k]))
     return {(j, home): shape.cells_per_stage for j in range(shape.pp)}
 
 
