@@ -23,7 +23,9 @@ The iteration is a graph of operations; an operation starts when all its predece
                                 chunk, layer by layer as its weight gradients become ready (comm finishes at
                                 max(c0 + n d, t0 + max_i((i+1) delta + (n-i) d)), delta = window / n layers,
                                 the window being the op that finalises the gradients (t0 its start)) when the
-                                reduction overlaps (Workload.overlap_grad_reduce), else every chunk's reduction
+                                reduction overlaps (Workload.overlap_grad_reduce), queued behind the next op's
+                                gathers (issued before it, at the end of the op before the finalising one; one NCCL
+                                stream runs collectives in the order they are issued), else every chunk's reduction
                                 after the rank's last op (window 0)
   across buildings              when a stage's cells sit in several buildings, the chunk's reduction joins all
                                 patterns and then moves (G x_s + Q x_t) / D gradient copies s -> t (ring over
@@ -199,6 +201,7 @@ class _Builder:
         totals = [0.0, 0.0, 0.0]
         tail: list[int] = []
         first_gathers: tuple[int, ...] = ()
+        finalised: tuple[int, StageWork, int, float] | None = None  # a chunk's reduction not yet queued (`_reduce`)
         for k, a in enumerate(ops):
             stage = work.stages[a.stage]
             gathers = []
@@ -213,6 +216,10 @@ class _Builder:
                         comm = self.g.add(FIXED, stage.all_gather_s - stage.gather_wait_s, comm_track,
                                           f"all-gather {a.stage} (behind the forward)", "dp", (comm,))
                 gathers += self._cross_gathers(g, rank, a, issue)
+            if finalised:  # behind this op's gathers: they were issued at the end of the op before the finalising one
+                comm = self._reduce(rank, *finalised, comm, comm_track)
+                tail.append(comm)
+                finalised = None
             if k == 0:
                 first_gathers = tuple(gathers)
             duration = stage.op_s(a.kind, k not in unpaired)
@@ -223,17 +230,18 @@ class _Builder:
             self.done[g, a.stage, a.kind, a.microbatch] = node
             stream = self._sends(g, rank, a, node, work.send_s, track)
             if self.level.dp_sync and last_backward.get(a.stage) == k and self.w.overlap_grad_reduce:
-                comm = self._reduce(rank, a.stage, stage, node, comm, stage.op_s(a.kind), comm_track)
-                tail.append(comm)
+                finalised = (a.stage, stage, node, stage.op_s(a.kind))
+        if finalised:
+            tail.append(comm := self._reduce(rank, *finalised, comm, comm_track))
         if self.level.dp_sync and not self.w.overlap_grad_reduce:
             for chunk in sorted(last_backward, key=last_backward.get):
-                comm = self._reduce(rank, chunk, work.stages[chunk], compute_nodes[-1], comm, 0.0, comm_track)
+                comm = self._reduce(rank, chunk, work.stages[chunk], compute_nodes[-1], 0.0, comm, comm_track)
                 tail.append(comm)
         self.compute_totals[track] = (totals[0], totals[1], totals[2])
         self.dp_done[g, rank] = tail
         self.stream_end[g, rank] = stream
 
-    def _reduce(self, rank: int, chunk: int, work: StageWork, op: int, previous: int | None, window: float,
+    def _reduce(self, rank: int, chunk: int, work: StageWork, op: int, window: float, previous: int | None,
                 track: str) -> int:
         """The comm-stream node reducing `chunk`'s gradients (`work`) after `previous`, layer by layer over the last
         `window` seconds of op `op` (window 0: all of it after `op`)."""

@@ -43,6 +43,25 @@ def test_dp_reduction_hides_behind_the_last_backward_only_under_overlap_grad_red
     assert times[True] < times[False]
 
 
+def test_a_chunk_s_reduction_queues_behind_the_gather_issued_before_it(tiny):
+    # FSDP, interleaved 2 x 2 chunks, 2 microbatches: rank 0 runs 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1. 2B1 finalises
+    # chunk 2, whose reduction is issued during 2B1; 0B0's gather was issued before, when 2B0 ended, so the one comm
+    # stream runs it first and 0B0 follows 2B1 and its send without waiting for chunk 2's reduction.
+    instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"}], global_batch_sequences=8)
+    layout = Layout(shape={"tp": 4, "pp": 2, "dp": 2, "micro_batch": 2, "microbatches": 2},
+                    schedule=Schedule.interleaved, interleave=2, dp_mode=DPMode.fsdp)
+    run = replay(build_workload(instance, resolve(instance, layout)), instance.topology)
+    rank0 = [r for r in run.records if r.track == "p0 x2 rank 0 (A)"]
+    comm = sorted((r for r in run.records if r.track == "p0 x2 rank 0 (A) comm"), key=lambda r: r.start)
+    op = {r.name: r for r in rank0}
+    sent = next(r for r in rank0 if r.name == "send bwd 2->1" and r.start == op["2B1"].finish)
+    reduce_2 = next(k for k, r in enumerate(comm) if r.name == "reduce 2")
+    assert comm[reduce_2 - 1].name == "all-gather 0"
+    assert comm[reduce_2 - 1].start == pytest.approx(op["2B0"].finish)
+    assert op["0B0"].start == pytest.approx(sent.finish)
+    assert comm[reduce_2].start < op["0B0"].start < comm[reduce_2 + 1].start
+
+
 @pytest.mark.parametrize("options", [{}, {"overlap_grad_reduce": True, "tp_comm_overlap": True}])
 def test_the_milp_prices_a_fixed_layout_as_the_replay_runs_it_with_overlap_on_or_off(tiny, options):
     instance = tiny(**options)
