@@ -531,8 +531,9 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     n0 = layers of stage 0 (vectorised): some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so
     cycle >= c(n0) = max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and
     opt_v >= N(n0) o_v; the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; the DP reduction
-    exposes max_r a_r dpi_v + b_r dpx - credit_r C0 over the MILP's rows (`ScheduleOption.reduction_rows`), C0 =
-    tau_min n0 + e0 exactly as in the MILP's `first_stage_floor`. With P(n0) of `pipeline_and_gathers_s`,
+    exposes max_r a_r dpi_v + b_r dpx - credit_r C0 over the MILP's rows (`ScheduleOption.reduction_rows`), C0 at
+    its most, tau_max n0 + e0_max (the MILP's C0 is stage 0's floor on the fastest GPU type holding it). With P(n0)
+    of `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
     X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, that exposure at dpx = DP), DP lowered by the
     drain credit at n0 (`drain_most_s`)."""
@@ -552,7 +553,9 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
     rows = option.reduction_rows(p, ctx.gpu(ctx.buildings[0]).layer)
     c0 = tau * n0 + e_first
-    crossing = np.min([pp + np.maximum(0.0, np.max([a * dpi + b * dp - credit * c0 for a, b, credit in rows], axis=0))
+    c0_most = max(gpu.layer.total_s for gpu in types) * n0 + max(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings)
+    crossing = np.min([pp + np.maximum(0.0, np.max([a * dpi + b * dp - credit * c0_most for a, b, credit in rows],
+                                                   axis=0))
                        for pp, dp in crossing_alternatives_s(ctx, option, variant,
                                                              drain_most_s(ctx, option, n0))], axis=0)
     return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing)

@@ -89,6 +89,20 @@ def test_chunked_schedules_expose_the_reduction_the_replay_does(small_instance, 
     assert price_layout(instance, layout) == pytest.approx(replayed.iteration_s, rel=0.02)
 
 
+def test_the_reduction_hides_behind_the_backward_of_the_gpus_that_run_it(small_instance):
+    # One stage under FSDP in a hall of A100s beside a hall of B200s: the reduction hides behind the last backward
+    # of the A100s that run it. Credited with that backward's time on the B200s (stage 0's time on the fastest type
+    # in the cluster), the MILP exposed most of the reduction and priced the layout 6.4 % above its replay.
+    halls = [{"name": "A", "gpus": 64, "gpu_type": "a100"}, {"name": "B", "gpus": 64, "gpu_type": "b200"}]
+    instance = small_instance(halls, [{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 10}],
+                              {"dp_modes": ["fsdp"]}, gpus=128, batch=32, search_defaults={})
+    layout = Layout.model_validate({
+        "instance": instance.name, "shape": {"tp": 8, "pp": 1, "dp": 8, "micro_batch": 1, "microbatches": 4},
+        "schedule": "1f1b", "dp_mode": "fsdp", "stages": [{"stage": 0, "layers": 32, "cells_per_building": {"A": 8}}],
+        "pipelines": [{"buildings": ["A"], "pipelines": 8}]})
+    assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.02)
+
+
 def test_one_suffix_would_overprice_interleaving(small_instance, monkeypatch):
     # The same hall under interleaved 1F1B with 4 chunks: crediting only the last chunk-backward's window to the
     # whole reduction, as one chunk would, prices it more than 3 % above the replay.

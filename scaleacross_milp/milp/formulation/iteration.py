@@ -37,8 +37,12 @@ flow of share_i v equal chunks, share_i max(dpi, dpx) + min(dpi, dpx) / v; q_o =
 part, the last chunk's, follows its intra-building reduction, 1 for the other options: medium generated seed 17's
 interleaved plan, v = 4, exposed 37 ms of stage 0's 144 ms cross-building part and 181 ms in all where the block
 rows priced 319 ms; M: `build.big_m_bounds`' dp_time)
-    C0 = n[0] min_k tau_k + min_k e[0,k] <= Cst[0]
-(C0 rather than Cst[0], which the solver could inflate up to the cycle to claim more overlap). Under interleaving
+    C0 <= n[0] tau_k + e[0,k] + M (1 - y[0,k]) for every building k,   C0 <= Cst[0]        (first_stage_time)
+(e[0,k]: stage 0's least fixed time over the options; C0 the stage's floor on the fastest GPU type holding it, which
+the rows' credit raises to that: Cst[0] itself the solver could inflate up to the cycle to claim more overlap. Taken
+on the fastest type anywhere in the cluster, it priced generated medium seed 166's one-stage FSDP plan in a hall of
+GPUs half as fast, whose reduction hides behind its last backward, with 460 ms of exposed DP against the replay's
+11 ms; M: stage 0's time at its most layers). Under interleaving
 rank 0's last chunk, virtual stage 0, holds the embedding's whole collective E_v besides its 1 / v share phi_o of the
 layers' (`add_dp_overlap`):
     dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
@@ -248,10 +252,17 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi, curves)
 
 
-def first_stage_floor(m: pyo.ConcreteModel, ctx: ShapeContext):
-    """C0: stage 0's time per microbatch on the fastest GPU type that could hold it (exact when homogeneous)."""
-    return (min(ctx.gpu(k).layer.total_s for k in ctx.buildings) * m.n[0]
-            + min(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings))
+def add_first_stage_time(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
+    """Var C0 <= stage 0's time per microbatch on the fastest GPU type that holds it (module docstring; rows
+    first_stage_time, one without the holding condition when every building prices it alike)."""
+    terms = {k: (ctx.gpu(k).layer.total_s, ctx.stage_fixed_floor_s(0, k)) for k in ctx.buildings}
+    most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    big = max(tau * most + fixed for tau, fixed in terms.values())
+    m.C0 = pyo.Var(domain=pyo.NonNegativeReals)
+    alike = len(set(terms.values())) == 1
+    add_rows(m, "first_stage_time", [m.Cst[0] - m.C0 >= 0] + [
+        tau * m.n[0] + fixed + (0.0 if alike else big * (1 - m.y[0, k])) - m.C0 >= 0
+        for k, (tau, fixed) in (list(terms.items())[:1] if alike else terms.items())])
 
 
 def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) -> None:
@@ -277,7 +288,8 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) ->
     overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
     credits = {o: [(share, credit if any(overlaps) else 0.0)
                    for share, credit in ctx.options[o].reduction_suffixes(p, layer)] for o in m.O}
-    c0 = first_stage_floor(m, ctx)
+    add_first_stage_time(m, ctx)
+    c0 = m.C0
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
     floors = {share: max(min(credit for at_least, credit in suffixes if at_least >= share)
