@@ -112,21 +112,24 @@ class ScheduleOption:
         """Times one microbatch hops from the last rank back to rank 0 per direction."""
         return self.chunks - 1 if self.schedule is Schedule.interleaved else 0
 
-    def reduction_suffixes(self, p: int, layer: OpTimes) -> tuple[tuple[float, float], ...]:
-        """(share, credit) per suffix of the chunks whose gradients rank 0 reduces last: the last chunks of the
+    def reduction_suffixes(self, p: int, layer: OpTimes, rank: int = 0) -> tuple[tuple[float, float], ...]:
+        """(share, credit) per suffix of the chunks whose gradients `rank` reduces last: the last chunks of the
         suffix hold a share of its DP reduction that can hide behind `credit` x its stage's time per microbatch
-        (F + I + W of all its chunks), the ops rank 0 runs after the suffix's first chunk's gradients start to
+        (F + I + W of all its chunks), the ops the rank runs after the suffix's first chunk's gradients start to
         become final. Each chunk reduces once the op that finalises it ends (fused backward I + W, or W when the
         schedule splits it off), overlapping that op layer by layer; the exposed reduction is at least
-        max_i share_i R - credit_i C0 (R the reduction's time, C0 the stage's time per microbatch). From the orders
+        max_i share_i R - credit_i C (R the reduction's time, C the stage's time per microbatch). From the orders
         of costmodel.actions (f, i, w: a layer's op times, c = f + i + w):
           interleaved  the cool-down runs the last p microbatches chunk by chunk (Megatron's groups of p), so the
                        j-th of v chunks from the end finishes j p chunk-backwards before the last:
                        ((j + 1) / v, (j p + 1) (i + w) / (v c)) for j < v
           ZB-V         rank 0's last chunk (virtual stage 0, the embedding's) runs p I and W after the last W of
                        its other chunk (virtual stage 2p - 1, the LM head's):
-                       (1/2, w / (2 c)) and (1, (p (i + w) + w) / (2 c))
-          others       one chunk, the whole reduction behind the last op: (1, (i + w) / c), ZB-H1 (1, w / c).
+                       (1/2, w / (2 c)) and (1, (p (i + w) + w) / (2 c));
+                       rank r > 0 runs only r W of its last chunk (virtual stage r) after the W finalising its other
+                       one (virtual stage 2p - 1 - r): (1/2, w / (2 c)) and (1, (r + 1) w / (2 c)), rank 1 the least
+          others       one chunk, the whole reduction behind the last op: (1, (i + w) / c), ZB-H1 (1, w / c);
+                       every rank alike.
         R holds the embedding's and the LM head's own collectives (`formulation.iteration._stage_curves`); with both
         on rank 0 (ZB-V) and of one size, each chunk holds half of R. Under interleaving the suffixes take R in equal
         chunks; the embedding's whole collective sits in the last one, which the MILP adds as a row of its own
@@ -137,8 +140,20 @@ class ScheduleOption:
             v = self.chunks
             return tuple(((j + 1) / v, (j * p + 1) * (i + w) / (v * c)) for j in range(v))
         if self.schedule is Schedule.zb_v:
-            return (0.5, w / (2 * c)), (1.0, (p * (i + w) + w) / (2 * c))
+            return (0.5, w / (2 * c)), (1.0, ((p * (i + w) if rank == 0 else rank * w) + w) / (2 * c))
         return ((1.0, (w if self.schedule is Schedule.zb_h1 else i + w) / c),)
+
+    def drain_lead(self, layer: OpTimes) -> tuple[float, float, float] | None:
+        """(a, b, d): rank 0's last op ends at least a sum_{r < j} C_r + b C_0 - (2 j + 1) d C_j after rank j's (C_r:
+        rank r's stage time per microbatch), under ZB-V, whose rank j follows its last I (virtual stage j) with
+        2 j + 1 W and whose last microbatch's chunk-0 backward then runs down ranks j - 1, ..., 0, rank 0 closing with
+        its W: a = i / (2 c), b = d = w / (2 c). At equal stages rank j ends j (2 w - i) / (2 c) C after rank 0;
+        None when that is positive (i < 2 w: rank p - 1 ends last, and how far past rank j no chain bounds), and for
+        the other schedules, whose ranks reduce alike (`reduction_suffixes`)."""
+        i, w, c = layer.backward_input_s, layer.backward_weight_s, layer.total_s
+        if self.schedule is not Schedule.zb_v or i < 2 * w:
+            return None
+        return i / (2 * c), w / (2 * c), w / (2 * c)
 
     @property
     def reduction_piece(self) -> float | None:

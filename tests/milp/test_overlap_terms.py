@@ -10,7 +10,9 @@ from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
-from scaleacross_milp.milp.price import price_layout
+from scaleacross_milp.milp.highs import HighsModel
+from scaleacross_milp.milp.path_cuts import solve_with_cuts
+from scaleacross_milp.milp.price import fixed_layout_model, price_layout
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Layout, Shape
 from scaleacross_milp.spec.search import DPMode
@@ -101,6 +103,29 @@ def test_the_reduction_hides_behind_the_backward_of_the_gpus_that_run_it(small_i
         "schedule": "1f1b", "dp_mode": "fsdp", "stages": [{"stage": 0, "layers": 32, "cells_per_building": {"A": 8}}],
         "pipelines": [{"buildings": ["A"], "pipelines": 8}]})
     assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.02)
+
+
+def test_zb_v_prices_the_reduction_its_second_rank_exposes(small_instance):
+    # ZB-V over 4 ranks, DDP reducing behind the backward on a 4x oversubscribed hall, 16k-token sequences (an input
+    # backward 2.8 x the weight backward): rank 0 hides its LM-head chunk's reduction behind the 4 I and W of its
+    # last chunk, rank 1 its other chunk's behind one W (`reduction_suffixes` of rank 1) and ends a little before
+    # rank 0 (`drain_lead`), so rank 1's reduction ends last. From rank 0's credits alone the MILP's exposed DP was
+    # 188 ms against the replay's 229 ms (the last reduction's end past the last op's); now 217 ms.
+    hall = [{**HALL[0], "oversubscription": 4}]
+    instance = small_instance(hall, None, {"schedules": ["zb-v"], "dp_modes": ["ddp"]}, gpus=64, batch=32,
+                              search_defaults={}, overlap_grad_reduce=True, seq_len=16384)
+    layout = Layout.model_validate({
+        "instance": instance.name, "shape": {"tp": 4, "pp": 4, "dp": 4, "micro_batch": 1, "microbatches": 8},
+        "schedule": "zb-v", "dp_mode": "ddp",
+        "stages": [{"stage": j, "layers": 8, "cells_per_building": {"A": 4}} for j in range(4)],
+        "pipelines": [{"buildings": ["A"] * 4, "pipelines": 4}]})
+    run = verify(instance, layout)[1]
+    ops = [r for r in run.records if r.category.startswith(("forward", "backward"))]
+    last = max((r for r in run.records if r.name.startswith("reduce")), key=lambda r: r.finish)
+    assert last.track == "p0 x4 rank 1 (A) comm"
+    ctx, m = fixed_layout_model(instance, layout, route_table(instance.topology))
+    assert solve_with_cuts(HighsModel(m), ctx, time_limit_s=30, rel_gap=0.0, threads=1).status == "optimal"
+    assert pyo.value(m.dp_exposed) == pytest.approx(last.finish - max(r.finish for r in ops), rel=0.08)
 
 
 def test_one_suffix_would_overprice_interleaving(small_instance, monkeypatch):

@@ -37,12 +37,22 @@ flow of share_i v equal chunks, share_i max(dpi, dpx) + min(dpi, dpx) / v; q_o =
 part, the last chunk's, follows its intra-building reduction, 1 for the other options: medium generated seed 17's
 interleaved plan, v = 4, exposed 37 ms of stage 0's 144 ms cross-building part and 181 ms in all where the block
 rows priced 319 ms; M: `build.big_m_bounds`' dp_time)
-    C0 <= n[0] tau_k + e[0,k] + M (1 - y[0,k]) for every building k,   C0 <= Cst[0]        (first_stage_time)
-(e[0,k]: stage 0's least fixed time over the options; C0 the stage's floor on the fastest GPU type holding it, which
-the rows' credit raises to that: Cst[0] itself the solver could inflate up to the cycle to claim more overlap. Taken
-on the fastest type anywhere in the cluster, it priced generated medium seed 166's one-stage FSDP plan in a hall of
+    C_j <= n[j] tau_k + e[j,k] + M (1 - y[j,k]) for every building k,   C_j <= Cst[j]   (stage_floor; C0 = C_0)
+(e[j,k]: stage j's least fixed time over the options; C_j the stage's floor on the fastest GPU type holding it, which
+the rows' credit raises to that: Cst[j] itself the solver could inflate up to the cycle to claim more overlap. Taken
+on the fastest type anywhere in the cluster, C0 priced generated medium seed 166's one-stage FSDP plan in a hall of
 GPUs half as fast, whose reduction hides behind its last backward, with 460 ms of exposed DP against the replay's
-11 ms; M: stage 0's time at its most layers). Under interleaving
+11 ms; M: stage j's time at its most layers; C_j for j > 0 only with the rows below).
+Under ZB-V rank j > 0 hides less: it runs only j W after the op finalising its first chunk (`reduction_suffixes` of
+rank j: (share_i, credit_ji)). It ends lag_j = a sum_{r<j} C_r + b C_0 - (2j + 1) d Cst[j] before rank 0
+(`ScheduleOption.drain_lead`: its last I is followed by 2j + 1 W, and the last microbatch's backward then runs down
+to rank 0), which bounds how far the pipeline's end lies past rank j's when the input backward is at least twice the
+weight backward (i >= 2w); below that rank p - 1 ends last and nothing bounds rank j's lead, and the rows, taken
+from rank j's own end, over-priced the plans whose ranks end apart (the campus-2b and lossy-2b optima left ZB-V for
+plans 1-3 % dearer), so they are left out. With dpi_stage[j] stage j's own intra-building sync (dpi >= dpi_stage[j]):
+    dp_end >= share_i dpi_stage[j] - credit_ji C_j - lag_j - M (1 - u[o])                   (dp_later_overlap)
+(the cross-building part stays in the rows above: dpx is the busiest link's, which stage 0's traffic can set alone.
+Generated medium seed 148, TP4 EP32 PP3 ZB-V, priced 3.6 % below its replay, now 0.2 %.) Under interleaving
 rank 0's last chunk, virtual stage 0, holds the embedding's whole collective E_v besides its 1 / v share phi_o of the
 layers' (`add_dp_overlap`):
     dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
@@ -225,13 +235,17 @@ def _stage_curves(ctx: ShapeContext, building: str, variant: DPVariant, j: int) 
 
 
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Var dpi >= every held stage's intra-building DP curve under the chosen variant and chunks (docstring), and
-    dpi0 >= stage 0's; with several price groups (`ShapeContext.price_groups`), each group's curves hold when the
-    stage has cells there: dpi_held[j, g] >= y[j, k] for k in g (rows dpi_held_bound)."""
+    """Vars dpi0 >= stage 0's intra-building DP curve under the chosen variant and chunks (docstring), dpi_stage[j]
+    >= stage j's for j > 0, dpi >= every one of them (rows dpi_first, dpi_others); with several price groups
+    (`ShapeContext.price_groups`), each group's curves hold when the stage has cells there: dpi_held[j, g] >= y[j, k]
+    for k in g (rows dpi_held_bound)."""
     most_excess = ctx.instance.model_spec.layers - ctx.shape.pp + 1  # either excess <= n[j] at its least
+    later = list(m.J)[1:]
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi0 = pyo.Var(domain=pyo.NonNegativeReals)
+    m.dpi_stage = pyo.Var(later, domain=pyo.NonNegativeReals)
     m.dpi_first = pyo.Constraint(expr=m.dpi >= m.dpi0)
+    m.dpi_others = pyo.Constraint(later, rule=lambda m, j: m.dpi >= m.dpi_stage[j])
     groups = list(ctx.price_groups)
     alike = len(groups) == 1
     if not alike:
@@ -249,23 +263,26 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
                     excess = ctx.dp_sync_excess_s(g, variant, ctx.options[options[0] if options else 0].chunks)
                     curves.append(Curve(points, (*held, *chosen, *schedule), excess_s(m, j, excess),
                                         excess.most * most_excess))
-        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi, curves)
+        add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi_stage[j], curves)
 
 
-def add_first_stage_time(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
-    """Var C0 <= stage 0's time per microbatch on the fastest GPU type that holds it (module docstring; rows
-    first_stage_time, one without the holding condition when every building prices it alike)."""
-    terms = {k: (ctx.gpu(k).layer.total_s, ctx.stage_fixed_floor_s(0, k)) for k in ctx.buildings}
+def add_stage_floors(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int]) -> None:
+    """Vars C[j] <= stage j's time per microbatch on the fastest GPU type that holds it, for j in `stages` (module
+    docstring; rows stage_floor, one per stage without the holding condition when every building prices it alike)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
-    big = max(tau * most + fixed for tau, fixed in terms.values())
-    m.C0 = pyo.Var(domain=pyo.NonNegativeReals)
-    alike = len(set(terms.values())) == 1
-    add_rows(m, "first_stage_time", [m.Cst[0] - m.C0 >= 0] + [
-        tau * m.n[0] + fixed + (0.0 if alike else big * (1 - m.y[0, k])) - m.C0 >= 0
-        for k, (tau, fixed) in (list(terms.items())[:1] if alike else terms.items())])
+    m.C = pyo.Var(stages, domain=pyo.NonNegativeReals)
+    rows = []
+    for j in stages:
+        terms = {k: (ctx.gpu(k).layer.total_s, ctx.stage_fixed_floor_s(j, k)) for k in ctx.buildings}
+        big = max(tau * most + fixed for tau, fixed in terms.values())
+        alike = len(set(terms.values())) == 1
+        rows += [m.Cst[j] - m.C[j] >= 0] + [
+            tau * m.n[j] + fixed + (0.0 if alike else big * (1 - m.y[j, k])) - m.C[j] >= 0
+            for k, (tau, fixed) in (list(terms.items())[:1] if alike else terms.items())]
+    add_rows(m, "stage_floor", rows)
 
 
-def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) -> None:
+def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float, cycle_s: float) -> None:
     """Vars dp_end >= the DP synchronisation left after stage 0's last backward op, dp_exposed >= dp_end plus the
     first cross-building gather beyond gather0 (module docstring). Per schedule option o and suffix (share_i,
     credit_i) of the chunks rank 0 reduces last (`ScheduleOption.reduction_suffixes`: one chunk, but for interleaved
@@ -278,8 +295,9 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) ->
     least that large (s (dpi + dpx) as before when no option has a piece). A variant whose reduction does not
     overlap (costmodel.dp.grad_reduce_overlaps) has no credit: dp_end >= dpi + dpx - M (1 - w[v]) (with no
     overlapping variant, no option has any). Rows dp_first: dp_end >= q_o dpx0 under each option (q_o: its piece, or
-    1), M = `dp_time_s`. Under interleaving rank 0's last chunk is virtual stage 0, which holds the embedding's whole
-    collective E_v (least over the buildings) besides its share of the layers':
+    1), M = `dp_time_s`. Under ZB-V each other rank's own rows (dp_later_overlap, module docstring; M the floor rows'
+    slack plus (2j + 1) d `cycle_s`). Under interleaving rank 0's last chunk is virtual stage 0, which holds the
+    embedding's whole collective E_v (least over the buildings) besides its share of the layers':
         dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
                                                                                     (dp_embedding_last)
     (phi_o = 1 / v, credit_o that chunk's own): generated medium seed 129 (Llama 3 8B, interleaved v = 4 over two
@@ -288,8 +306,10 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) ->
     overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
     credits = {o: [(share, credit if any(overlaps) else 0.0)
                    for share, credit in ctx.options[o].reduction_suffixes(p, layer)] for o in m.O}
-    add_first_stage_time(m, ctx)
-    c0 = m.C0
+    leads = {o: lead for o in m.O if (lead := ctx.options[o].drain_lead(layer)) is not None} if p > 1 and any(
+        overlaps) else {}
+    add_stage_floors(m, ctx, list(m.J) if leads else [0])
+    c0 = m.C[0]
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
     floors = {share: max(min(credit for at_least, credit in suffixes if at_least >= share)
@@ -310,6 +330,14 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float) ->
         if any(overlaps):
             rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
         add_rows(m, name, rows)
+    rows = []
+    for o, (a, b, d) in leads.items():
+        for j in list(m.J)[1:]:
+            behind = a * sum(m.C[r] for r in range(j)) + b * m.C[0] - (2 * j + 1) * d * m.Cst[j]
+            rows += [m.dp_end >= share * m.dpi_stage[j] - credit * m.C[j] - behind
+                     - (big + (2 * j + 1) * d * cycle_s) * (1 - m.u[o])
+                     for share, credit in ctx.options[o].reduction_suffixes(p, layer, rank=j)]
+    add_rows(m, "dp_later_overlap", rows)
     embedding = [min(ctx.gpu(k).embedding_dp.dp_sync_s[variant] for k in ctx.buildings) for variant in ctx.variants]
     rows = []
     for o, suffixes in credits.items():
@@ -538,7 +566,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
                     per_stage={(g, v): start_terms(ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
                     at_end=[params_gathered_at_end(training, var) for var in ctx.variants])
-    add_dp_overlap(m, ctx, bounds["dp_time"])
+    add_dp_overlap(m, ctx, bounds["dp_time"], bounds["cycle"])
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
