@@ -4,7 +4,8 @@ bundled instances solved once per test session."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,21 @@ def _assert_input_error(result, *needles: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
     for needle in needles:
         assert needle in result.stderr, result.stderr
+
+
+@pytest.fixture(autouse=True)
+def no_component_replaced() -> Iterator[None]:
+    """Fail a test whose models give a Pyomo component a name already taken: Pyomo only warns and drops the first
+    component's rows (the credit caps once replaced the pipeline's stage floors in every heterogeneous model)."""
+    replaced: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: replaced.append(record.getMessage())
+    handler.addFilter(lambda record: "Implicitly replacing" in record.getMessage())
+    logger = logging.getLogger("pyomo.core")
+    logger.addHandler(handler)
+    yield
+    logger.removeHandler(handler)
+    assert not replaced, replaced[0]
 
 
 @pytest.fixture

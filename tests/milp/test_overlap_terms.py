@@ -105,6 +105,20 @@ def test_the_reduction_hides_behind_the_backward_of_the_gpus_that_run_it(small_i
     assert price_layout(instance, layout) == pytest.approx(verify(instance, layout)[0].iteration_s, rel=0.02)
 
 
+def test_the_credit_caps_leave_the_pipeline_s_stage_floors_in_place(small_instance):
+    # Over A100 and B200 halls the pipeline keeps a choice-free floor per stage (Cst[j] >= the least time over the
+    # types) for the relaxation; the DP credit's caps on C[j] once took the same component name, and Pyomo replaced
+    # the floors with the caps: every heterogeneous model lost them.
+    halls = [{"name": "A", "gpus": 64, "gpu_type": "a100"}, {"name": "B", "gpus": 64, "gpu_type": "b200"}]
+    instance = small_instance(halls, [{"a": "A", "b": "B", "capacity_gbit_s": 3200, "distance_km": 10}],
+                              {"dp_modes": ["fsdp"]}, gpus=128, batch=32, search_defaults={})
+    ctx = shape_context(instance, Shape(tp=8, pp=2, dp=8, micro_batch=1, microbatches=4),
+                        route_table(instance.topology))
+    m = build_model(ctx)
+    assert list(m.stage_floor) == list(m.J)
+    assert len(m.credit_cap) == 3 * len(m.C)  # C[j] <= Cst[j], and C[j] <= stage j's time on each hall holding it
+
+
 def test_zb_v_prices_the_reduction_its_second_rank_exposes(small_instance):
     # ZB-V over 4 ranks, DDP reducing behind the backward on a 4x oversubscribed hall, 16k-token sequences (an input
     # backward 2.8 x the weight backward): rank 0 hides its LM-head chunk's reduction behind the 4 I and W of its

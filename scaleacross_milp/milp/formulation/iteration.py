@@ -37,7 +37,7 @@ flow of share_i v equal chunks, share_i max(dpi, dpx) + min(dpi, dpx) / v; q_o =
 part, the last chunk's, follows its intra-building reduction, 1 for the other options: medium generated seed 17's
 interleaved plan, v = 4, exposed 37 ms of stage 0's 144 ms cross-building part and 181 ms in all where the block
 rows priced 319 ms; M: `build.big_m_bounds`' dp_time)
-    C_j <= n[j] tau_k + e[j,k] + M (1 - y[j,k]) for every building k,   C_j <= Cst[j]   (stage_floor; C0 = C_0)
+    C_j <= n[j] tau_k + e[j,k] + M (1 - y[j,k]) for every building k,   C_j <= Cst[j]   (credit_cap; C0 = C_0)
 (e[j,k]: stage j's least fixed time over the options; C_j the stage's floor on the fastest GPU type holding it, which
 the rows' credit raises to that: Cst[j] itself the solver could inflate up to the cycle to claim more overlap. Taken
 on the fastest type anywhere in the cluster, C0 priced generated medium seed 166's one-stage FSDP plan in a hall of
@@ -266,9 +266,9 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi_stage[j], curves)
 
 
-def add_stage_floors(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int]) -> None:
+def add_credit_caps(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int]) -> None:
     """Vars C[j] <= stage j's time per microbatch on the fastest GPU type that holds it, for j in `stages` (module
-    docstring; rows stage_floor, one per stage without the holding condition when every building prices it alike)."""
+    docstring; rows credit_cap, one per stage without the holding condition when every building prices it alike)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     m.C = pyo.Var(stages, domain=pyo.NonNegativeReals)
     rows = []
@@ -279,7 +279,7 @@ def add_stage_floors(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int])
         rows += [m.Cst[j] - m.C[j] >= 0] + [
             tau * m.n[j] + fixed + (0.0 if alike else big * (1 - m.y[j, k])) - m.C[j] >= 0
             for k, (tau, fixed) in (list(terms.items())[:1] if alike else terms.items())]
-    add_rows(m, "stage_floor", rows)
+    add_rows(m, "credit_cap", rows)
 
 
 def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float, cycle_s: float) -> None:
@@ -308,7 +308,7 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float, cy
                    for share, credit in ctx.options[o].reduction_suffixes(p, layer)] for o in m.O}
     leads = {o: lead for o in m.O if (lead := ctx.options[o].drain_lead(layer)) is not None} if p > 1 and any(
         overlaps) else {}
-    add_stage_floors(m, ctx, list(m.J) if leads else [0])
+    add_credit_caps(m, ctx, list(m.J) if leads else [0])
     c0 = m.C[0]
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
