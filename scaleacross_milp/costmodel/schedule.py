@@ -143,17 +143,29 @@ class ScheduleOption:
             return (0.5, w / (2 * c)), (1.0, ((p * (i + w) if rank == 0 else rank * w) + w) / (2 * c))
         return ((1.0, (w if self.schedule is Schedule.zb_h1 else i + w) / c),)
 
-    def drain_lead(self, layer: OpTimes) -> tuple[float, float, float] | None:
-        """(a, b, d): rank 0's last op ends at least a sum_{r < j} C_r + b C_0 - (2 j + 1) d C_j after rank j's (C_r:
-        rank r's stage time per microbatch), under ZB-V, whose rank j follows its last I (virtual stage j) with
-        2 j + 1 W and whose last microbatch's chunk-0 backward then runs down ranks j - 1, ..., 0, rank 0 closing with
-        its W: a = i / (2 c), b = d = w / (2 c). At equal stages rank j ends j (2 w - i) / (2 c) C after rank 0;
-        None when that is positive (i < 2 w: rank p - 1 ends last, and how far past rank j no chain bounds), and for
-        the other schedules, whose ranks reduce alike (`reduction_suffixes`)."""
+    def drain_lead(self, layer: OpTimes, rank: int) -> tuple[float, float, float] | None:
+        """(a, b, k): rank 0's last op ends at least a sum_{r < j} C_r + b C_0 - k C_j after the last op of rank
+        j = `rank` > 0 (C_r: rank r's stage time per microbatch). The last microbatch's backward runs from rank j
+        down to rank 0 (I, or the fused B: a), rank 0 closing with what its order runs after it (b) and rank j with
+        k of its own (from the orders of costmodel.actions; i, w: a layer's input and weight backward, c its F + I + W):
+          1F1B, GPipe  the last op is B(m - 1) on every rank: a = (i + w) / c, b = k = 0
+          ZB-H1        rank j defers its W by j microbatches, so j + 1 W follow its last I: a = i / c, b = w / c,
+                       k = (j + 1) w / c
+          ZB-V         rank j follows its last I (virtual stage j) with 2 j + 1 W, rank 0 closes with its W:
+                       a = i / (2 c), b = w / (2 c), k = (2 j + 1) w / (2 c); None where i < 2 w (at equal stages
+                       rank j then ends j (2 w - i) / (2 c) C after rank 0, rank p - 1 last, and how far past rank j
+                       no chain bounds)
+          interleaved  None (every rank ends its chunks p chunk-backwards apart, as rank 0 does).
+        At equal stages rank j leads by a j C + b C - k C, which can be negative under ZB-H1 (i < w): the MILP takes
+        it at 0 then (`formulation.iteration.add_drain_leads`)."""
         i, w, c = layer.backward_input_s, layer.backward_weight_s, layer.total_s
-        if self.schedule is not Schedule.zb_v or i < 2 * w:
-            return None
-        return i / (2 * c), w / (2 * c), w / (2 * c)
+        if self.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
+            return (i + w) / c, 0.0, 0.0
+        if self.schedule is Schedule.zb_h1:
+            return i / c, w / c, (rank + 1) * w / c
+        if self.schedule is Schedule.zb_v and i >= 2 * w:
+            return i / (2 * c), w / (2 * c), (2 * rank + 1) * w / (2 * c)
+        return None
 
     @property
     def reduction_piece(self) -> float | None:

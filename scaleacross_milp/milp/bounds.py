@@ -9,7 +9,9 @@ cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integ
 B_o(S, c) = max(0, max_k sigma_k S - gamma_k c) the bubble the MILP's rows allow (`ShapeContext.bubble_lines`:
 (beta_o, beta_o), or from ZB-H1's rank paths),
 and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
-piecewise-linear DP term, context.dp_sync_floor_s) and opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
+piecewise-linear DP term, context.dp_sync_floor_s; where the option prices each later stage's reduction from its own
+rank's end, `ShapeContext.drain_leads`, dpi is stage 0's alone, at g_o layers at least) and
+opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
 so SC = S; in the cycle c it is convex piecewise linear, least at c0 or a kink above it (`pipeline_floor_s`):
     T >= opt_v + gather0_v + max(min_c [m c + B_o(S, c)],
                                  max_i (min_c [... - credit_i min(c, S)] + share_i dpi_v)),
@@ -220,7 +222,8 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     best = math.inf
     for option, variant in pairs:
         total, cycle = floors[ctx.head_stage(option)]
-        dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
+        held = option.layer_granularity if ctx.drain_leads(option) is not None else most  # dpi: stage 0's alone
+        dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([held]))[0])
         opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
         first = [start_gather_terms(ctx.instance.training, variant, gpu.gather_s_per_layer[variant],
@@ -529,7 +532,8 @@ def first_stage_lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOptio
 def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
     """A sharper bound under schedule option o and DP variant v, for the shapes the search reaches, by enumerating
     n0 = layers of stage 0 (vectorised): some stage holds N(n0) = max(n0, ceil((L - n0) / (p - 1))) layers, so
-    cycle >= c(n0) = max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) and
+    cycle >= c(n0) = max(`cycle_floors_s`(n0), passes_v N(n0) g_v), dpi_v >= min_{n >= N(n0)} f_v(n) (n >= n0
+    where the later stages' reductions are priced from their own ranks' ends, `ShapeContext.drain_leads`) and
     opt_v >= N(n0) o_v; the first gathers expose at least `first_gather_floors_s`(n0) >= n0 g_v; the DP reduction
     exposes max_r a_r dpi_v + b_r dpx - credit_r C0 over the MILP's rows (`ScheduleOption.reduction_rows`), C0 at
     its most, tau_max n0 + e0_max (the MILP's C0 is stage 0's floor on the fastest GPU type holding it). With P(n0)
@@ -549,7 +553,7 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     largest = np.maximum(n0, rest)
     c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms, ctx.head_stage(option)),
                    gather_passes(variant.mode) * largest * gather)
-    dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
+    dpi = ctx.dp_sync_floor_s(variant, option.chunks, n0 if ctx.drain_leads(option) is not None else largest)
     opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
     rows = option.reduction_rows(p, ctx.gpu(ctx.buildings[0]).layer)
     c0 = tau * n0 + e_first

@@ -367,6 +367,14 @@ class ShapeContext:
         return np.max([alpha * first_s + beta * (total_s - first_s) if alpha >= beta else np.full_like(
             first_s, alpha * total_s) for alpha, beta in lines], axis=0)
 
+    def drain_leads(self, option: ScheduleOption) -> dict[int, tuple[float, float, float]] | None:
+        """Rank j's (a, b, k) of `ScheduleOption.drain_lead` for every j > 0 when `option` prices each later stage's
+        DP reduction from its own rank's end (`formulation.iteration.add_drain_leads`), else None (one stage, or an
+        option whose ranks end their reductions as rank 0 does)."""
+        layer, p = self.gpu(self.buildings[0]).layer, self.shape.pp
+        leads = {j: option.drain_lead(layer, j) for j in range(1, p)}
+        return leads if p > 1 and None not in leads.values() else None
+
     def head_stage(self, option: ScheduleOption) -> int:
         """The stage (rank) running the LM head and loss, i.e. the last virtual stage: rank 0 under a V-shaped
         stage map (ZB-V puts virtual stage 2p - 1 on rank 0, as torch's ScheduleZBVZeroBubble does), else p - 1."""

@@ -236,16 +236,17 @@ def _stage_curves(ctx: ShapeContext, building: str, variant: DPVariant, j: int) 
 
 def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     """Vars dpi0 >= stage 0's intra-building DP curve under the chosen variant and chunks (docstring), dpi_stage[j]
-    >= stage j's for j > 0, dpi >= every one of them (rows dpi_first, dpi_others); with several price groups
-    (`ShapeContext.price_groups`), each group's curves hold when the stage has cells there: dpi_held[j, g] >= y[j, k]
-    for k in g (rows dpi_held_bound)."""
+    >= stage j's for j > 0, dpi >= dpi0 and dpi >= dpi_stage[j] - lead[j] where the model has drain leads (rows
+    dpi_first, dpi_others); with several price groups (`ShapeContext.price_groups`), each group's curves hold when
+    the stage has cells there: dpi_held[j, g] >= y[j, k] for k in g (rows dpi_held_bound)."""
     most_excess = ctx.instance.model_spec.layers - ctx.shape.pp + 1  # either excess <= n[j] at its least
     later = list(m.J)[1:]
     m.dpi = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi0 = pyo.Var(domain=pyo.NonNegativeReals)
     m.dpi_stage = pyo.Var(later, domain=pyo.NonNegativeReals)
     m.dpi_first = pyo.Constraint(expr=m.dpi >= m.dpi0)
-    m.dpi_others = pyo.Constraint(later, rule=lambda m, j: m.dpi >= m.dpi_stage[j])
+    lead = m.lead if hasattr(m, "lead") else {j: 0.0 for j in later}
+    m.dpi_others = pyo.Constraint(later, rule=lambda m, j: m.dpi >= m.dpi_stage[j] - lead[j])
     groups = list(ctx.price_groups)
     alike = len(groups) == 1
     if not alike:
@@ -266,6 +267,48 @@ def add_intra_dp_sync(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
         add_piecewise_lower_bounds(m, f"dpi_{j}", m.n[j], m.dpi0 if j == 0 else m.dpi_stage[j], curves)
 
 
+DrainLeads = dict[int, dict[int, tuple[float, float, float]]]
+"""Per schedule option o that prices each later stage's reduction from its own rank's end, rank j's (a, b, k) of
+`ScheduleOption.drain_lead` for every j > 0."""
+
+
+def drain_leads(ctx: ShapeContext) -> DrainLeads:
+    """`DrainLeads` of the shape's options (`ShapeContext.drain_leads`)."""
+    leads = {o: ctx.drain_leads(option) for o, option in enumerate(ctx.options)}
+    return {o: per_rank for o, per_rank in leads.items() if per_rank is not None}
+
+
+def intra_most_s(ctx: ShapeContext, j: int) -> float:
+    """The most stage j's intra-building DP sync (dpi0, dpi_stage[j]) reads at an optimum: its largest curve at the
+    most layers, the embedding's and head's collectives included, plus what its MoE layers add at most."""
+    most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
+    return max(max(curve.y) + ctx.dp_sync_excess_s(g, variant, option.chunks).most * most
+               for g in ctx.price_groups for variant in ctx.variants for _, curve in _stage_curves(ctx, g, variant, j)
+               for option in ctx.options)
+
+
+def add_drain_leads(m: pyo.ConcreteModel, leads: DrainLeads, bounds: dict[str, float]) -> None:
+    """Vars lead[j] <= max(0, how far rank 0's last op ends after rank j's) under the chosen option, 0 under an
+    option without leads (module docstring; rows drain_lead, and drain_clip with binaries behind[j] where the lead
+    can be negative)."""
+    later, big = list(m.J)[1:], bounds["pipeline"]
+    m.lead = pyo.Var(later, domain=pyo.NonNegativeReals)
+    if any(k > 0 for per_rank in leads.values() for _, _, k in per_rank.values()):
+        m.behind = pyo.Var(later, domain=pyo.Binary)
+        m.drain_clip = pyo.Constraint(later, rule=lambda m, j: m.lead[j] <= big * (1 - m.behind[j]))
+    rows = []
+    for o in m.O:
+        chosen = 0.0 if len(m.O) == 1 else big * (1 - m.u[o])
+        for j in later:
+            if o not in leads:
+                rows.append(m.lead[j] <= chosen)
+                continue
+            a, b, k = leads[o][j]
+            behind = k * bounds["cycle"] * m.behind[j] if k > 0 else 0.0
+            rows.append(m.lead[j] <= a * sum(m.C[r] for r in range(j)) + b * m.C[0] - k * m.Cst[j] + behind + chosen)
+    add_rows(m, "drain_lead", rows)
+
+
 def add_credit_caps(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int]) -> None:
     """Vars C[j] <= stage j's time per microbatch on the fastest GPU type that holds it, for j in `stages` (module
     docstring; rows credit_cap, one per stage without the holding condition when every building prices it alike)."""
@@ -282,7 +325,7 @@ def add_credit_caps(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int]) 
     add_rows(m, "credit_cap", rows)
 
 
-def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float, cycle_s: float) -> None:
+def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, bounds: dict[str, float]) -> None:
     """Vars dp_end >= the DP synchronisation left after stage 0's last backward op, dp_exposed >= dp_end plus the
     first cross-building gather beyond gather0 (module docstring). Per schedule option o and suffix (share_i,
     credit_i) of the chunks rank 0 reduces last (`ScheduleOption.reduction_suffixes`: one chunk, but for interleaved
@@ -303,12 +346,10 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float, cy
     (phi_o = 1 / v, credit_o that chunk's own): generated medium seed 129 (Llama 3 8B, interleaved v = 4 over two
     layers per chunk) exposed 19.4 ms of that chunk's reduction, 7.9 ms for each other chunk, priced 10.1 ms."""
     p, layer = ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer
+    dp_time_s = bounds["dp_time"]
     overlaps = [grad_reduce_overlaps(ctx.instance.training, variant) for variant in ctx.variants]
     credits = {o: [(share, credit if any(overlaps) else 0.0)
                    for share, credit in ctx.options[o].reduction_suffixes(p, layer)] for o in m.O}
-    leads = {o: lead for o in m.O if (lead := ctx.options[o].drain_lead(layer)) is not None} if p > 1 and any(
-        overlaps) else {}
-    add_credit_caps(m, ctx, list(m.J) if leads else [0])
     c0 = m.C[0]
     most = max(ctx.stage_time_terms(0, k)[0] * (ctx.instance.model_spec.layers - ctx.shape.pp + 1)
                + ctx.stage_time_terms(0, k)[1] for k in ctx.buildings)
@@ -331,12 +372,14 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, dp_time_s: float, cy
             rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
         add_rows(m, name, rows)
     rows = []
-    for o, (a, b, d) in leads.items():
+    for o in leads:
         for j in list(m.J)[1:]:
-            behind = a * sum(m.C[r] for r in range(j)) + b * m.C[0] - (2 * j + 1) * d * m.Cst[j]
-            rows += [m.dp_end >= share * m.dpi_stage[j] - credit * m.C[j] - behind
-                     - (big + (2 * j + 1) * d * cycle_s) * (1 - m.u[o])
-                     for share, credit in ctx.options[o].reduction_suffixes(p, layer, rank=j)]
+            big_j = intra_most_s(ctx, j) + dp_time_s
+            own = m.dpi_stage[j] - m.lead[j] - big_j * (1 - m.u[o])
+            rows += [m.dp_end >= share * own - credit * m.C[j] for share, credit in
+                     (ctx.options[o].reduction_suffixes(p, layer, rank=j) if any(overlaps) else [(1.0, 0.0)])]
+            if any(overlaps):
+                rows += [m.dp_end >= own - big_j * (1 - m.w[v]) for v in m.V if not overlaps[v]]
     add_rows(m, "dp_later_overlap", rows)
     embedding = [min(ctx.gpu(k).embedding_dp.dp_sync_s[variant] for k in ctx.buildings) for variant in ctx.variants]
     rows = []
@@ -544,6 +587,10 @@ def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[st
 
 
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+    leads = drain_leads(ctx)
+    add_credit_caps(m, ctx, list(m.J) if leads else [0])
+    if leads:
+        add_drain_leads(m, leads, bounds)
     add_intra_dp_sync(m, ctx)
     _slowest_holder(m, ctx, "opt", lambda gpu, var: gpu.optimizer_s_per_layer[var], lambda fixed: fixed.optimizer_s)
     _slowest_holder(m, ctx, "gather", lambda gpu, var: gather_passes(var.mode) * gpu.gather_s_per_layer[var],
@@ -566,7 +613,7 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
                     per_stage={(g, v): start_terms(ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
                     at_end=[params_gathered_at_end(training, var) for var in ctx.variants])
-    add_dp_overlap(m, ctx, bounds["dp_time"], bounds["cycle"])
+    add_dp_overlap(m, ctx, leads, bounds)
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)
