@@ -43,16 +43,24 @@ the rows' credit raises to that: Cst[j] itself the solver could inflate up to th
 on the fastest type anywhere in the cluster, C0 priced generated medium seed 166's one-stage FSDP plan in a hall of
 GPUs half as fast, whose reduction hides behind its last backward, with 460 ms of exposed DP against the replay's
 11 ms; M: stage j's time at its most layers; C_j for j > 0 only with the rows below).
-Under ZB-V rank j > 0 hides less: it runs only j W after the op finalising its first chunk (`reduction_suffixes` of
-rank j: (share_i, credit_ji)). It ends lag_j = a sum_{r<j} C_r + b C_0 - (2j + 1) d Cst[j] before rank 0
-(`ScheduleOption.drain_lead`: its last I is followed by 2j + 1 W, and the last microbatch's backward then runs down
-to rank 0), which bounds how far the pipeline's end lies past rank j's when the input backward is at least twice the
-weight backward (i >= 2w); below that rank p - 1 ends last and nothing bounds rank j's lead, and the rows, taken
-from rank j's own end, over-priced the plans whose ranks end apart (the campus-2b and lossy-2b optima left ZB-V for
-plans 1-3 % dearer), so they are left out. With dpi_stage[j] stage j's own intra-building sync (dpi >= dpi_stage[j]):
-    dp_end >= share_i dpi_stage[j] - credit_ji C_j - lag_j - M (1 - u[o])                   (dp_later_overlap)
-(the cross-building part stays in the rows above: dpx is the busiest link's, which stage 0's traffic can set alone.
-Generated medium seed 148, TP4 EP32 PP3 ZB-V, priced 3.6 % below its replay, now 0.2 %.) Under interleaving
+Stage j > 0 ends its last backward before rank 0 does: the last microbatch's backward still runs down ranks j - 1,
+..., 0. Under 1F1B, GPipe, ZB-H1 and ZB-V (where i >= 2w) `ScheduleOption.drain_lead` bounds that lead from below by
+a sum_{r<j} C_r + b C_0 - k_j Cst[j] (the ops after rank j's last input backward, k_j Cst[j], taken at the slowest
+copy), which can be negative (a heavy stage j under ZB-H1): rows drain_lead, drain_clip with binaries behind[j],
+    lead[j] <= a sum_{r<j} C_r + b C_0 - k_j Cst[j] + k_j M behind[j] + M (1 - u[o]),   lead[j] <= M (1 - behind[j])
+(lead[j] <= M (1 - u[o]) under an option without leads; M: the cycle's and the pipeline's bounds), so stage j's
+intra-building sync counts in the rows above only beyond its lead, dpi >= dpi_stage[j] - lead[j] (dpi_others), and
+from its own rank's end with its own credit (`reduction_suffixes` of rank j: under ZB-V rank j > 0 runs only j W
+after the op finalising its first chunk):
+    dp_end >= share_i (dpi_stage[j] - lead[j]) - credit_ji C_j - M (1 - u[o])                   (dp_later_overlap)
+(M: stage j's largest intra-building sync plus dp_time). The cross-building part stays in the rows above after the
+latest intra-building part, dpx being the busiest link's, which stage 0's traffic can set alone (with it in rank j's
+rows, generated medium seed 163's ZB-V plan priced 11 % above its replay). Counted from rank 0's end, generated
+medium seed 59's ZB-H1 plan, whose four one-layer stages on a slow fabric end 0.27 s before the pipeline, priced
+12.8 % above its replay, 6.8 % now (the lead's chain leaves out the queue of a slow stage's cool-down); under ZB-V
+with i < 2w rank p - 1 ends last, nothing bounds rank j's lead, and the rows taken from rank j's own end over-priced
+the plans whose ranks end apart (the campus-2b and lossy-2b optima left ZB-V for plans 1-3 % dearer): no leads.
+(Generated medium seed 148, TP4 EP32 PP3 ZB-V, priced 3.6 % below its replay, now 0.2 %.) Under interleaving
 rank 0's last chunk, virtual stage 0, holds the embedding's whole collective E_v besides its 1 / v share phi_o of the
 layers' (`add_dp_overlap`):
     dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
@@ -338,8 +346,8 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
     least that large (s (dpi + dpx) as before when no option has a piece). A variant whose reduction does not
     overlap (costmodel.dp.grad_reduce_overlaps) has no credit: dp_end >= dpi + dpx - M (1 - w[v]) (with no
     overlapping variant, no option has any). Rows dp_first: dp_end >= q_o dpx0 under each option (q_o: its piece, or
-    1), M = `dp_time_s`. Under ZB-V each other rank's own rows (dp_later_overlap, module docstring; M the floor rows'
-    slack plus (2j + 1) d `cycle_s`). Under interleaving rank 0's last chunk is virtual stage 0, which holds the
+    1), M = dp_time. Where the option has drain leads (`add_drain_leads`), each later rank's own rows
+    (dp_later_overlap, module docstring). Under interleaving rank 0's last chunk is virtual stage 0, which holds the
     embedding's whole collective E_v (least over the buildings) besides its share of the layers':
         dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
                                                                                     (dp_embedding_last)
