@@ -10,7 +10,8 @@ B_o(S, c) = max(0, max_k sigma_k S - gamma_k c) the bubble the MILP's rows allow
 (beta_o, beta_o), or from ZB-H1's rank paths),
 and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
 piecewise-linear DP term, context.dp_sync_floor_s; where the option prices each later stage's reduction from its own
-rank's end, `ShapeContext.drain_leads`, dpi is stage 0's alone, at g_o layers at least) and
+rank's end, `ShapeContext.drain_leads`, dpi is stage 0's, at g_o layers at least, or at ceil(L/p) with B_o taken
+as 0, as a later stage's lead is at most the bubble) and
 opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
 so SC = S; in the cycle c it is convex piecewise linear, least at c0 or a kink above it (`pipeline_floor_s`):
     T >= opt_v + gather0_v + max(min_c [m c + B_o(S, c)],
@@ -197,6 +198,10 @@ def screening_bubble(option: ScheduleOption, layer: OpTimes, pp: int) -> float:
     return option.bubble_coefficient(layer)
 
 
+NO_BUBBLE = ((0.0, 0.0),)
+"""`bubble_floor_s` lines that allow no bubble."""
+
+
 def bubble_floor_s(lines: tuple[tuple[float, float], ...], total: float, cycle):
     """max(0, max_k sigma_k S - gamma_k c): the bubble `ShapeContext.bubble_lines` allow at stage times summing to
     S = `total` and cycle c = `cycle` (a number or an array)."""
@@ -222,19 +227,26 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
     best = math.inf
     for option, variant in pairs:
         total, cycle = floors[ctx.head_stage(option)]
-        held = option.layer_granularity if ctx.drain_leads(option) is not None else most  # dpi: stage 0's alone
-        dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([held]))[0])
         opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
-        first = [start_gather_terms(ctx.instance.training, variant, gpu.gather_s_per_layer[variant],
-                                    gpu.layer.forward_s) for gpu in types]
-        gather0 = option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
         slowest = max(cycle, gather_passes(variant.mode) * most * gather)
         lines = ctx.bubble_lines(option)
-        overlapped = max(pipeline_floor_s(mb, lines, credit, total, slowest) + share * dpi
-                         for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
-        best = min(best, opt + gather0 + max(pipeline_floor_s(mb, lines, 0.0, total, slowest), overlapped))
+        # with drain leads the stage holding the most layers may be a later one, its reduction less lead <= bubble
+        stages = [(lines, most)] if ctx.drain_leads(option) is None else [(lines, option.layer_granularity),
+                                                                           (NO_BUBBLE, most)]
+        overlapped = max(pipeline_floor_s(mb, bubble, credit, total, slowest) + share * float(
+            ctx.dp_sync_floor_s(variant, option.chunks, np.array([held]))[0]) for bubble, held in stages
+            for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
+        best = min(best, opt + gather0_floor_s(ctx, option, variant) + max(
+            pipeline_floor_s(mb, lines, 0.0, total, slowest), overlapped))
     return best
+
+
+def gather0_floor_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
+    """The least gather0: stage 0's first gather of the option's granularity of layers (`start_gather_terms`)."""
+    first = [start_gather_terms(ctx.instance.training, variant, gpu.gather_s_per_layer[variant], gpu.layer.forward_s)
+             for gpu in (ctx.gpu(k) for k in ctx.buildings)]
+    return option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
 
 
 @dataclass(frozen=True)
@@ -479,10 +491,12 @@ RESOLUTION = SEARCH_WAYS**SEARCH_ROUNDS
 
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
-                           first_s: np.ndarray, cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray) -> float:
+                           first_s: np.ndarray, cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray,
+                           bubble: bool = True) -> float:
     """min over n0 of extra(n0) + P(n0), P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time
     f(c) = max(m c + B(c), R(n0)) (B: `bubble_floor_s` of `ShapeContext.bubble_lines`; R: the rank paths' floor at
-    stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma)
+    stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma), or
+    f(c) = m c without `bubble`
     plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by `layer_caps`(c), shrinking
     with c). With c_0 = c(n0) and
     c_{i+1} = `next_cap_change`(c_i), the caps are those of c_i on all of [c_i, c_{i+1}), so
@@ -495,6 +509,8 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
 
     def pipeline(c: np.ndarray) -> np.ndarray:
+        if not bubble:  # f(c) = m c: what is left where a drain lead may take the bubble
+            return mb * c
         return np.maximum(mb * c + bubble_floor_s(lines, total, c), paths)
 
     if variant.mode is DPMode.ddp:
@@ -540,7 +556,10 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     of `pipeline_and_gathers_s`,
         T >= min_n0 [ opt_v + P(n0) + X(n0) ],
     X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, that exposure at dpx = DP), DP lowered by the
-    drain credit at n0 (`drain_most_s`)."""
+    drain credit at n0 (`drain_most_s`). Under an option with drain leads (`ShapeContext.drain_leads`) the stage
+    holding N(n0) layers may be a later one, whose intra-building sync counts only beyond its lead, and
+    lead[j] <= bubble (rows lead_in_bubble): the larger of this bound with dpi_v at n0 (stage 0's own) and with
+    dpi_v at N(n0) and no bubble in P."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -553,16 +572,24 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     largest = np.maximum(n0, rest)
     c = np.maximum(cycle_floors_s(ctx, n0, grain, rooms, ctx.head_stage(option)),
                    gather_passes(variant.mode) * largest * gather)
-    dpi = ctx.dp_sync_floor_s(variant, option.chunks, n0 if ctx.drain_leads(option) is not None else largest)
     opt = largest * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
     rows = option.reduction_rows(p, ctx.gpu(ctx.buildings[0]).layer)
     c0 = tau * n0 + e_first
     c0_most = max(gpu.layer.total_s for gpu in types) * n0 + max(ctx.stage_fixed_floor_s(0, k) for k in ctx.buildings)
-    crossing = np.min([pp + np.maximum(0.0, np.max([a * dpi + b * dp - credit * c0_most for a, b, credit in rows],
-                                                   axis=0))
-                       for pp, dp in crossing_alternatives_s(ctx, option, variant,
-                                                             drain_most_s(ctx, option, n0))], axis=0)
-    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing)
+    alternatives = crossing_alternatives_s(ctx, option, variant, drain_most_s(ctx, option, n0))
+
+    def exposure(dpi: np.ndarray, dp: np.ndarray) -> np.ndarray:
+        return np.maximum(0.0, np.max([a * dpi + b * dp - credit * c0_most for a, b, credit in rows], axis=0))
+
+    def crossing(dpi: np.ndarray) -> np.ndarray:
+        return np.min([pp + exposure(dpi, dp) for pp, dp in alternatives], axis=0)
+
+    dpi = ctx.dp_sync_floor_s(variant, option.chunks, largest)
+    if ctx.drain_leads(option) is None:
+        return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(dpi))
+    stage0 = ctx.dp_sync_floor_s(variant, option.chunks, n0)
+    return max(pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(stage0)),
+               pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(dpi), bubble=False))
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:

@@ -298,9 +298,11 @@ def intra_most_s(ctx: ShapeContext, j: int) -> float:
 def add_drain_leads(m: pyo.ConcreteModel, leads: DrainLeads, bounds: dict[str, float]) -> None:
     """Vars lead[j] <= max(0, how far rank 0's last op ends after rank j's) under the chosen option, 0 under an
     option without leads (module docstring; rows drain_lead, and drain_clip with binaries behind[j] where the lead
-    can be negative)."""
+    can be negative), and lead[j] <= bubble (rows lead_in_bubble: the drain is pipeline idle time, which is what
+    lets `bounds` take a later stage's reduction at its most layers, less the bubble)."""
     later, big = list(m.J)[1:], bounds["pipeline"]
     m.lead = pyo.Var(later, domain=pyo.NonNegativeReals)
+    m.lead_in_bubble = pyo.Constraint(later, rule=lambda m, j: m.lead[j] <= m.bubble)
     if any(k > 0 for per_rank in leads.values() for _, _, k in per_rank.values()):
         m.behind = pyo.Var(later, domain=pyo.Binary)
         m.drain_clip = pyo.Constraint(later, rule=lambda m, j: m.lead[j] <= big * (1 - m.behind[j]))
