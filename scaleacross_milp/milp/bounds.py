@@ -492,11 +492,12 @@ RESOLUTION = SEARCH_WAYS**SEARCH_ROUNDS
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
                            first_s: np.ndarray, cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray,
-                           bubble: bool = True) -> float:
+                           unbubbled: np.ndarray | None = None) -> float:
     """min over n0 of extra(n0) + P(n0), P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time
     f(c) = max(m c + B(c), R(n0)) (B: `bubble_floor_s` of `ShapeContext.bubble_lines`; R: the rank paths' floor at
-    stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma), or
-    f(c) = m c without `bubble`
+    stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma); with
+    `unbubbled`, extra(n0) + f(c) is at least unbubbled(n0) + m c as well (a later stage's reduction, whose lead
+    the bubble may take: `sharpened_bound_s`)
     plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by `layer_caps`(c), shrinking
     with c). With c_0 = c(n0) and
     c_{i+1} = `next_cap_change`(c_i), the caps are those of c_i on all of [c_i, c_{i+1}), so
@@ -509,12 +510,11 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
 
     def pipeline(c: np.ndarray) -> np.ndarray:
-        if not bubble:  # f(c) = m c: what is left where a drain lead may take the bubble
-            return mb * c
-        return np.maximum(mb * c + bubble_floor_s(lines, total, c), paths)
+        piped = extra + np.maximum(mb * c + bubble_floor_s(lines, total, c), paths)
+        return piped if unbubbled is None else np.maximum(piped, unbubbled + mb * c)
 
     if variant.mode is DPMode.ddp:
-        return float(np.min(extra + pipeline(cycles)))
+        return float(np.min(pipeline(cycles)))
     gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
                                     ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
 
@@ -524,7 +524,7 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         steps.append(next_cap_change(ctx, steps[-1], head))
     caps = np.vstack([layer_caps(ctx, c, head) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
     first = np.tile(first_layers, CYCLE_STEPS + 1)
-    base = np.concatenate([extra + pipeline(c) for c in steps])
+    base = np.concatenate([pipeline(c) for c in steps])
     lower = base + np.maximum(first * gather, 0.0)
     order = np.argsort(lower, kind="stable")
     best, done, size = math.inf, 0, LAZY_ROWS
@@ -558,8 +558,8 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, that exposure at dpx = DP), DP lowered by the
     drain credit at n0 (`drain_most_s`). Under an option with drain leads (`ShapeContext.drain_leads`) the stage
     holding N(n0) layers may be a later one, whose intra-building sync counts only beyond its lead, and
-    lead[j] <= bubble (rows lead_in_bubble): the larger of this bound with dpi_v at n0 (stage 0's own) and with
-    dpi_v at N(n0) and no bubble in P."""
+    lead[j] <= bubble (rows lead_in_bubble): X with dpi_v at n0 (stage 0's own), and at N(n0) with no bubble in P
+    (`pipeline_and_gathers_s`' unbubbled)."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -588,8 +588,7 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     if ctx.drain_leads(option) is None:
         return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(dpi))
     stage0 = ctx.dp_sync_floor_s(variant, option.chunks, n0)
-    return max(pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(stage0)),
-               pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(dpi), bubble=False))
+    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(stage0), opt + crossing(dpi))
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:
