@@ -95,7 +95,16 @@ def _deeper_gather(tiny):
     return instance, Shape(tp=8, pp=2, dp=4, micro_batch=1, microbatches=4)
 
 
-@pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather])
+def _draining_reductions(tiny):
+    """1F1B, TP8 PP4 DP4 over two halls of 32:1-oversubscribed pods of 8: every stage's reduction is slow, and a later
+    stage's starts its drain lead before rank 0's end, so the optimum can hold fewer layers in stage 0."""
+    halls = [{"name": name, "gpus": 64, "gpu_type": "h100", "pod_gpus": 8, "oversubscription": 32} for name in "AB"]
+    instance = tiny(buildings=halls, links=LINK, global_batch_sequences=32,
+                    search={"schedules": ["1f1b"], "dp_modes": ["fsdp-no-reshard"]})
+    return instance, Shape(tp=8, pp=4, dp=4, micro_batch=1, microbatches=8)
+
+
+@pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather, _draining_reductions])
 def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     # The MILP carries the first-stage bound as a row (`shape_floor`); without it, its optimum must still be at
     # or above both analytical bounds and the screening floor, or the row would cut off real layouts.
