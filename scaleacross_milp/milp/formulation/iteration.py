@@ -53,7 +53,7 @@ intra-building sync counts in the rows above only beyond its lead, dpi >= dpi_st
 from its own rank's end with its own credit (`reduction_suffixes` of rank j: under ZB-V rank j > 0 runs only j W
 after the op finalising its first chunk):
     dp_end >= share_i (dpi_stage[j] - lead[j]) - credit_ji C_j - M (1 - u[o])                   (dp_later_overlap)
-(M: stage j's largest intra-building sync plus dp_time). The cross-building part stays in the rows above after the
+(M: stage j's largest intra-building sync, `intra_most_s`). The cross-building part stays in the rows above after the
 latest intra-building part, dpx being the busiest link's, which stage 0's traffic can set alone (with it in rank j's
 rows, generated medium seed 163's ZB-V plan priced 11 % above its replay). Counted from rank 0's end, generated
 medium seed 59's ZB-H1 plan, whose four one-layer stages on a slow fabric end 0.27 s before the pipeline, priced
@@ -382,9 +382,9 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
             rows += [m.dp_end >= dpi + dpx - big * (1 - m.w[v]) for v in m.V if not overlaps[v]]
         add_rows(m, name, rows)
     rows = []
+    intra_most = {j: intra_most_s(ctx, j) for j in list(m.J)[1:]} if leads else {}
     for o in leads:
-        for j in list(m.J)[1:]:
-            big_j = intra_most_s(ctx, j) + dp_time_s
+        for j, big_j in intra_most.items():
             own = m.dpi_stage[j] - m.lead[j] - big_j * (1 - m.u[o])
             rows += [m.dp_end >= share * own - credit * m.C[j] for share, credit in
                      (ctx.options[o].reduction_suffixes(p, layer, rank=j) if any(overlaps) else [(1.0, 0.0)])]
