@@ -234,9 +234,10 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
         # with drain leads the stage holding the most layers may be a later one, its reduction less lead <= bubble
         stages = [(lines, most)] if ctx.drain_leads(option) is None else [(lines, option.layer_granularity),
                                                                            (NO_BUBBLE, most)]
-        overlapped = max(pipeline_floor_s(mb, bubble, credit, total, slowest) + share * float(
-            ctx.dp_sync_floor_s(variant, option.chunks, np.array([held]))[0]) for bubble, held in stages
-            for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
+        dpis = [(bubble, float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([held]))[0]))
+                for bubble, held in stages]
+        overlapped = max(pipeline_floor_s(mb, bubble, credit, total, slowest) + share * dpi for bubble, dpi in dpis
+                         for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
         best = min(best, opt + gather0_floor_s(ctx, option, variant) + max(
             pipeline_floor_s(mb, lines, 0.0, total, slowest), overlapped))
     return best
