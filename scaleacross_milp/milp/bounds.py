@@ -10,8 +10,8 @@ B_o(S, c) = max(0, max_k sigma_k S - gamma_k c) the bubble the MILP's rows allow
 (beta_o, beta_o), or from ZB-H1's rank paths),
 and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
 piecewise-linear DP term, context.dp_sync_floor_s; where the option prices each later stage's reduction from its own
-rank's end, `ShapeContext.drain_leads`, dpi is stage 0's, at g_o layers at least, or at ceil(L/p) with B_o taken
-as 0, as a later stage's lead is at most the bubble) and
+rank's end, `ShapeContext.drain_leads`, dpi is stage 0's, at g_o layers at least, or at ceil(L/p) with B_o less
+that stage's lead, `drained_bubble_s`, in its place) and
 opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
 so SC = S; in the cycle c it is convex piecewise linear, least at c0 or a kink above it (`pipeline_floor_s`):
     T >= opt_v + gather0_v + max(min_c [m c + B_o(S, c)],
@@ -198,15 +198,99 @@ def screening_bubble(option: ScheduleOption, layer: OpTimes, pp: int) -> float:
     return option.bubble_coefficient(layer)
 
 
-NO_BUBBLE = ((0.0, 0.0),)
-"""`bubble_floor_s` lines that allow no bubble."""
-
-
 def bubble_floor_s(lines: tuple[tuple[float, float], ...], total: float, cycle):
     """max(0, max_k sigma_k S - gamma_k c): the bubble `ShapeContext.bubble_lines` allow at stage times summing to
     S = `total` and cycle c = `cycle` (a number or an array)."""
     c = np.asarray(cycle, dtype=float)
     return np.maximum(0.0, np.max([sigma * total - gamma * c for sigma, gamma in lines], axis=0))
+
+
+def drained_bubble_s(ctx: ShapeContext, option: ScheduleOption, total: float, cycle: np.ndarray,
+                     first_low: np.ndarray, first_most: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """The least bubble - lead[j] the MILP's rows allow under `option` (drain leads, `ShapeContext.drain_leads`)
+    over the later stages j, at each entry's cycle c: what a later stage j holding the most layers leaves of the bubble
+    once its lead, which its intra-building sync counts only beyond, is taken off. With lead[j] <= max(0, L_j),
+    L_j = a_j sum_{r<j} C_r + b_j C_0 - k_j Cst[j], C_r <= Cst[r] <= c, C_0 <= `first_most`, and per bubble line
+    bubble >= sigma S - gamma c (S = sum_r Cst[r] >= `total`):
+        bubble - lead[j] >= min_Cst min(sigma S - gamma c, sigma S - gamma c - L_j)
+    and the inner minimum, linear in the stage times, is a greedy fill: each stage time at its low end (`first_low`
+    for stage 0, `held` layers at the fastest layer time for stage j, one granule for the others) where its
+    coefficient in sigma S - L_j is >= 0, at c where it is < 0, then raised cheapest first until S >= `total`.
+    The result is max(0, the largest line's) per j (lead[j] <= bubble), least over j >= 1: nonincreasing in c,
+    as every stage time's room grows with it."""
+    leads = ctx.drain_leads(option)
+    p = ctx.shape.pp
+    tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
+    c = np.asarray(cycle, dtype=float)
+    per_rank = (-1,) + (1,) * c.ndim
+    a, b, k = (np.array([lead[i] for _, lead in sorted(leads.items())]).reshape(per_rank) for i in range(3))
+    before = np.arange(0, p - 1, dtype=float).reshape(per_rank)  # stages 1..j-1, for j = 1..p-1
+    c = c[None]
+    low0 = np.minimum(np.broadcast_to(first_low, c.shape[1:])[None], c)
+    top0 = np.maximum(np.minimum(np.broadcast_to(first_most, c.shape[1:])[None], c), low0)
+    own = np.minimum(np.broadcast_to(held, c.shape[1:])[None] * tau, c)
+    grain = np.minimum(tau * option.layer_granularity, c)
+    best = 0.0
+    for sigma, gamma in ctx.bubble_lines(option):
+        # (coefficient, low end, high end, count), in increasing coefficient: stage 0 up to C_0's cap, stages
+        # 1..j-1, stage 0 beyond the cap, stages j+1..p-1, stage j
+        groups = [(sigma - a - b, low0, top0, 1.0), (sigma - a, grain, c, before),
+                  (sigma + 0 * a, 0 * c, c - top0, 1.0), (sigma + 0 * a, grain, c, p - 2 - before),
+                  (sigma + k, own, c, 1.0)]
+        value, filled = 0.0, 0.0
+        for coef, low, high, count in groups:
+            at = np.where(coef >= 0, low, high)
+            value, filled = value + coef * at * count, filled + at * count
+        deficit = np.maximum(0.0, total - filled)
+        for coef, low, high, count in groups:
+            step = np.minimum(deficit, np.where(coef >= 0, (high - low) * count, 0.0))
+            value, deficit = value + coef * step, deficit - step
+        best = np.maximum(best, np.minimum(sigma * total - gamma * c, value - gamma * c))
+    return np.min(best, axis=0)
+
+
+def least_drained_s(mb: int, drained, low: np.ndarray, high: np.ndarray, credit: float = 0.0,
+                    total: float = math.inf) -> np.ndarray:
+    """A floor of min over c in [low, high) of m c - credit min(c, total) + drained(c) for each entry, `drained`
+    taking cycles shaped (pieces, entries), nonincreasing in c and >= 0 (`drained_bubble_s`; an infinite `high`: no
+    upper end): the interval cut into DRAINED_PIECES pieces [x_s, x_{s+1}), each at least min over the piece of the
+    convex part plus drained(x_{s+1}); without an upper end the pieces reach x_S = low + drained(low) / m, beyond
+    which the convex part alone is the floor. An infinite `low` (no cycle fits) gives an infinite floor."""
+    given = np.asarray(low, dtype=float)
+    finite = np.isfinite(given)  # an infinite low end (no cycle fits) stays infinite
+    low = np.where(finite, given, 0.0)
+    upper = np.where(finite, high, low)
+    unbounded = ~np.isfinite(upper)
+    end = upper.copy()
+    if unbounded.any():
+        end[unbounded] = low[unbounded] + drained(low[None])[0][unbounded] / mb
+    points = low[None, :] + (end - low)[None, :] * np.linspace(0.0, 1.0, DRAINED_PIECES + 1)[:, None]
+
+    def part(x: np.ndarray) -> np.ndarray:
+        return mb * x - credit * np.minimum(x, total)
+
+    def least_part(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+        return np.minimum(np.minimum(part(x0), part(x1)), part(np.clip(total, x0, x1)))
+
+    later = drained(points[1:])
+    floors = np.min(least_part(points[:-1], points[1:]) + later, axis=0)
+    tail = least_part(end, np.maximum(end, total)) if credit > mb else part(end)
+    return np.where(finite, np.where(unbounded, np.minimum(floors, tail), floors), np.inf)
+
+
+def drained_floor_s(ctx: ShapeContext, option: ScheduleOption, total: float, cycle: float, held: int,
+                    credit: float) -> float:
+    """min over c >= `cycle` of m c - credit min(c, S) + `drained_bubble_s` at a later stage of `held` layers, stage
+    0's time anywhere in [0, c]: the screening bound's pipeline under drain leads (`least_drained_s`)."""
+    def drained(x: np.ndarray) -> np.ndarray:
+        return drained_bubble_s(ctx, option, total, x, 0.0, np.inf, held)
+
+    return float(least_drained_s(ctx.shape.microbatches, drained, np.array([cycle]), np.array([np.inf]), credit,
+                                 total)[0])
+
+
+DRAINED_PIECES = 8
+"""Pieces `least_drained_s` cuts an interval of cycles into."""
 
 
 def pipeline_floor_s(mb: int, lines: tuple[tuple[float, float], ...], rho: float, total: float, cycle: float) -> float:
@@ -231,13 +315,20 @@ def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant
         gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
         slowest = max(cycle, gather_passes(variant.mode) * most * gather)
         lines = ctx.bubble_lines(option)
-        # with drain leads the stage holding the most layers may be a later one, its reduction less lead <= bubble
-        stages = [(lines, most)] if ctx.drain_leads(option) is None else [(lines, option.layer_granularity),
-                                                                           (NO_BUBBLE, most)]
-        dpis = [(bubble, float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([held]))[0]))
-                for bubble, held in stages]
-        overlapped = max(pipeline_floor_s(mb, bubble, credit, total, slowest) + share * dpi for bubble, dpi in dpis
-                         for share, credit in option.reduction_suffixes(ctx.shape.pp, layer))
+        dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
+        suffixes = option.reduction_suffixes(ctx.shape.pp, layer)
+        if ctx.drain_leads(option) is None:
+            overlapped = max(pipeline_floor_s(mb, lines, credit, total, slowest) + share * dpi
+                             for share, credit in suffixes)
+        else:  # the stage holding the most layers may be a later one, its reduction counted beyond its lead
+            first = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([option.layer_granularity]))[0])
+            overlapped = 0.0
+            for share, credit in suffixes:
+                bubbled = pipeline_floor_s(mb, lines, credit, total, slowest)
+                overlapped = max(overlapped, bubbled + share * first)
+                if bubbled + share * dpi > overlapped:  # drained <= bubble: else it cannot pass
+                    overlapped = max(overlapped, drained_floor_s(ctx, option, total, slowest, most, credit)
+                                     + share * dpi)
         best = min(best, opt + gather0_floor_s(ctx, option, variant) + max(
             pipeline_floor_s(mb, lines, 0.0, total, slowest), overlapped))
     return best
@@ -491,14 +582,27 @@ RESOLUTION = SEARCH_WAYS**SEARCH_ROUNDS
 """The parts of L g the search resolves."""
 
 
+@dataclass(frozen=True)
+class LaterStage:
+    """What `pipeline_and_gathers_s` adds, per stage-0 layer count, for a later stage holding the most layers, whose
+    intra-building sync counts beyond its lead: `extra` with that stage's sync, the layers it holds at least, and
+    stage 0's least and most time per microbatch (`drained_bubble_s`)."""
+
+    extra: np.ndarray
+    held: np.ndarray
+    first_low: np.ndarray
+    first_most: np.ndarray
+
+
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
                            first_s: np.ndarray, cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray,
-                           unbubbled: np.ndarray | None = None) -> float:
+                           later: LaterStage | None = None) -> float:
     """min over n0 of extra(n0) + P(n0), P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time
     f(c) = max(m c + B(c), R(n0)) (B: `bubble_floor_s` of `ShapeContext.bubble_lines`; R: the rank paths' floor at
     stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma); with
-    `unbubbled`, extra(n0) + f(c) is at least unbubbled(n0) + m c as well (a later stage's reduction, whose lead
-    the bubble may take: `sharpened_bound_s`)
+    `later` (`LaterStage`: a later stage's reduction, whose lead the bubble may take, `sharpened_bound_s`),
+    extra(n0) + f(c) is at least later.extra(n0) + min over the step's cycles of m c + `drained_bubble_s` as well
+    (`least_drained_s`: that term alone may fall with c)
     plus the first gathers' floor F (`first_gather_floors_s` with the stages capped by `layer_caps`(c), shrinking
     with c). With c_0 = c(n0) and
     c_{i+1} = `next_cap_change`(c_i), the caps are those of c_i on all of [c_i, c_{i+1}), so
@@ -510,12 +614,27 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     total, _ = stage_floors_s(ctx, head)
     lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
 
-    def pipeline(c: np.ndarray) -> np.ndarray:
-        piped = extra + np.maximum(mb * c + bubble_floor_s(lines, total, c), paths)
-        return piped if unbubbled is None else np.maximum(piped, unbubbled + mb * c)
+    def pipeline(c: np.ndarray, until: np.ndarray) -> np.ndarray:
+        """The pipeline's floor over cycles [c, until) per row (rows: the n0 of `first_layers`, repeated; until
+        infinite: no upper end), as f(c) grows with c."""
+        repeats = len(c) // len(first_layers)
+        bubbled = mb * c + bubble_floor_s(lines, total, c)
+        piped = np.tile(extra, repeats) + np.maximum(bubbled, np.tile(paths, repeats))
+        if later is None:
+            return piped
+        tail = np.tile(later.extra, repeats)
+        rows = tail + bubbled > piped  # elsewhere the later stage's row cannot pass it (drained <= bubble)
+        if not rows.any():
+            return piped
+        first_low, first_most, held = (np.tile(x, repeats)[rows] for x in (later.first_low, later.first_most,
+                                                                            later.held))
+        drained = least_drained_s(mb, lambda x: drained_bubble_s(ctx, option, total, x, first_low, first_most, held),
+                                  c[rows], until[rows])
+        piped[rows] = np.maximum(piped[rows], tail[rows] + drained)
+        return piped
 
     if variant.mode is DPMode.ddp:
-        return float(np.min(pipeline(cycles)))
+        return float(np.min(pipeline(cycles, np.full(len(cycles), np.inf))))
     gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
                                     ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
 
@@ -525,7 +644,7 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         steps.append(next_cap_change(ctx, steps[-1], head))
     caps = np.vstack([layer_caps(ctx, c, head) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
     first = np.tile(first_layers, CYCLE_STEPS + 1)
-    base = np.concatenate([pipeline(c) for c in steps])
+    base = pipeline(np.concatenate(steps), np.concatenate([*steps[1:], np.full(n, np.inf)]))
     lower = base + np.maximum(first * gather, 0.0)
     order = np.argsort(lower, kind="stable")
     best, done, size = math.inf, 0, LAZY_ROWS
@@ -559,8 +678,9 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     X = min over (PP, DP) of `crossing_alternatives_s` of PP + max(0, that exposure at dpx = DP), DP lowered by the
     drain credit at n0 (`drain_most_s`). Under an option with drain leads (`ShapeContext.drain_leads`) the stage
     holding N(n0) layers may be a later one, whose intra-building sync counts only beyond its lead, and
-    lead[j] <= bubble (rows lead_in_bubble): X with dpi_v at n0 (stage 0's own), and at N(n0) with no bubble in P
-    (`pipeline_and_gathers_s`' unbubbled)."""
+    lead[j] <= bubble (rows lead_in_bubble): X with dpi_v at n0 (stage 0's own), and at N(n0) with the bubble less
+    that stage's lead in P (`LaterStage`, `drained_bubble_s`: the stage holds at least ceil((L - n0) / (p - 1))
+    layers, stage 0's time lies between c0 and c0_most)."""
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
     types = [ctx.gpu(k) for k in ctx.buildings]
     tau = min(gpu.layer.total_s for gpu in types)
@@ -589,7 +709,8 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     if ctx.drain_leads(option) is None:
         return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(dpi))
     stage0 = ctx.dp_sync_floor_s(variant, option.chunks, n0)
-    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(stage0), opt + crossing(dpi))
+    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(stage0),
+                                  LaterStage(opt + crossing(dpi), rest, c0, c0_most))
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:

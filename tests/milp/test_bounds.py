@@ -15,6 +15,7 @@ from scaleacross_milp.milp.bounds import (
     crossing_alternatives_s,
     cuts,
     cycle_floor_s,
+    drained_bubble_s,
     first_gather_floors_s,
     first_stage_lower_bound_s,
     holder_cut_gb_s,
@@ -22,6 +23,7 @@ from scaleacross_milp.milp.bounds import (
     link_table,
     lower_bound_s,
     next_cap_change,
+    stage_floors_s,
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
@@ -104,7 +106,17 @@ def _draining_reductions(tiny):
     return instance, Shape(tp=8, pp=4, dp=4, micro_batch=1, microbatches=8)
 
 
-@pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather, _draining_reductions])
+def _draining_zero_bubble(tiny):
+    """ZB-H1 and 1F1B, TP8 PP8 DP4 over two halls of 32:1-oversubscribed pods: slow reductions, every later stage's
+    starting its drain lead before rank 0's end, the bubble less that lead still a part of the bound."""
+    halls = [{"name": name, "gpus": 128, "gpu_type": "h100", "pod_gpus": 8, "oversubscription": 32} for name in "AB"]
+    instance = tiny(buildings=halls, links=LINK, global_batch_sequences=32,
+                    search={"schedules": ["1f1b", "zb-h1"], "dp_modes": ["fsdp-no-reshard"]})
+    return instance, Shape(tp=8, pp=8, dp=4, micro_batch=1, microbatches=8)
+
+
+@pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather, _draining_reductions,
+                                  _draining_zero_bubble])
 def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     # The MILP carries the first-stage bound as a row (`shape_floor`); without it, its optimum must still be at
     # or above both analytical bounds and the screening floor, or the row would cut off real layouts.
@@ -121,6 +133,42 @@ def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     floor = shape_floor_s(instance, shape, link_table(ctx.routes), ctx.options, ctx.variants,
                           instance_tables(instance))
     assert 0 < floor <= optimum.incumbent + 1e-9
+
+
+def test_a_later_stage_s_drain_lead_leaves_at_least_the_drained_bubble(tiny):
+    # At any stage times the MILP allows, the bubble's floor less the drain lead's largest value is at least
+    # `drained_bubble_s`: the floor a bound may add under the stage holding the most layers, beyond its lead.
+    instance, shape = _draining_zero_bubble(tiny)
+    ctx = shape_context(instance, shape, route_table(instance.topology))
+    p, rng = shape.pp, np.random.default_rng(0)
+    tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
+    for option in ctx.options:
+        leads = ctx.drain_leads(option)
+        total, cycle = stage_floors_s(ctx, ctx.head_stage(option))
+        lines = ctx.bubble_lines(option)
+        for c in cycle * np.array([1.0, 1.3, 2.0]):
+            first_low, first_most, held = 2 * tau, 3 * tau, 4
+            floor = float(drained_bubble_s(ctx, option, total, np.array([c]), first_low, first_most, held)[0])
+            assert floor >= 0
+            tried = 0
+            for _ in range(500):
+                j = int(rng.integers(1, p))
+                low = np.full(p, tau)
+                low[0], low[j] = first_low, held * tau
+                share = rng.uniform(0, 1, p)  # each stage's place between its low end and c, raised to reach `total`
+                short = total - (low + (c - low) * share).sum()
+                if short > 0:
+                    share += (1 - share) * short / ((c - low) * (1 - share)).sum()
+                stages = low + (c - low) * share
+                if share.max() > 1:
+                    continue
+                tried += 1
+                a, b, k = leads[j]
+                first = min(stages[0], first_most)
+                lead = max(0.0, a * (first + stages[1:j].sum()) + b * first - k * stages[j])
+                bubble = max(0.0, *(sigma * stages.sum() - gamma * c for sigma, gamma in lines))
+                assert max(0.0, bubble - lead) >= floor - 1e-12  # lead[j] <= bubble (lead_in_bubble)
+            assert tried > 400
 
 
 def test_patterns_are_feasible_layouts_of_their_kind(two_halls):
