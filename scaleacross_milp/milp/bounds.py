@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -205,13 +206,13 @@ def bubble_floor_s(lines: tuple[tuple[float, float], ...], total: float, cycle):
     return np.maximum(0.0, np.max([sigma * total - gamma * c for sigma, gamma in lines], axis=0))
 
 
-def drained_bubble_s(ctx: ShapeContext, option: ScheduleOption, total: float, cycle: np.ndarray,
-                     first_low: np.ndarray, first_most: np.ndarray, held: np.ndarray) -> np.ndarray:
+def drained_bubble_s(ctx: ShapeContext, option: ScheduleOption, lines: tuple[tuple[float, float], ...], total: float,
+                     cycle: np.ndarray, first_low: np.ndarray, first_most: np.ndarray, held: np.ndarray) -> np.ndarray:
     """The least bubble - lead[j] the MILP's rows allow under `option` (drain leads, `ShapeContext.drain_leads`)
     over the later stages j, at each entry's cycle c: what a later stage j holding the most layers leaves of the bubble
     once its lead, which its intra-building sync counts only beyond, is taken off. With lead[j] <= max(0, L_j),
     L_j = a_j sum_{r<j} C_r + b_j C_0 - k_j Cst[j], C_r <= Cst[r] <= c, C_0 <= `first_most`, and per bubble line
-    bubble >= sigma S - gamma c (S = sum_r Cst[r] >= `total`):
+    bubble >= sigma S - gamma c (`lines`, `ShapeContext.bubble_lines`; S = sum_r Cst[r] >= `total`):
         bubble - lead[j] >= min_Cst min(sigma S - gamma c, sigma S - gamma c - L_j)
     and the inner minimum, linear in the stage times, is a greedy fill: each stage time at its low end (`first_low`
     for stage 0, `held` layers at the fastest layer time for stage j, one granule for the others) where its
@@ -231,7 +232,7 @@ def drained_bubble_s(ctx: ShapeContext, option: ScheduleOption, total: float, cy
     own = np.minimum(np.broadcast_to(held, c.shape[1:])[None] * tau, c)
     grain = np.minimum(tau * option.layer_granularity, c)
     best = 0.0
-    for sigma, gamma in ctx.bubble_lines(option):
+    for sigma, gamma in lines:
         # (coefficient, low end, high end, count), in increasing coefficient: stage 0 up to C_0's cap, stages
         # 1..j-1, stage 0 beyond the cap, stages j+1..p-1, stage j
         groups = [(sigma - a - b, low0, top0, 1.0), (sigma - a, grain, c, before),
@@ -249,13 +250,14 @@ def drained_bubble_s(ctx: ShapeContext, option: ScheduleOption, total: float, cy
     return np.min(best, axis=0)
 
 
-def least_drained_s(mb: int, drained, low: np.ndarray, high: np.ndarray, credit: float = 0.0,
+def least_drained_s(mb: int, drained, low: np.ndarray, high: np.ndarray, credits: tuple[float, ...] = (0.0,),
                     total: float = math.inf) -> np.ndarray:
-    """A floor of min over c in [low, high) of m c - credit min(c, total) + drained(c) for each entry, `drained`
-    taking cycles shaped (pieces, entries), nonincreasing in c and >= 0 (`drained_bubble_s`; an infinite `high`: no
-    upper end): the interval cut into DRAINED_PIECES pieces [x_s, x_{s+1}), each at least min over the piece of the
-    convex part plus drained(x_{s+1}); without an upper end the pieces reach x_S = low + drained(low) / m, beyond
-    which the convex part alone is the floor. An infinite `low` (no cycle fits) gives an infinite floor."""
+    """Per credit (rows) and entry (columns), a floor of min over c in [low, high) of m c - credit min(c, total) +
+    drained(c), `drained` taking cycles shaped (pieces, entries), nonincreasing in c and >= 0 (`drained_bubble_s`;
+    an infinite `high`: no upper end): the interval cut into DRAINED_PIECES pieces [x_s, x_{s+1}), each at least min
+    over the piece of the convex part plus drained(x_{s+1}); without an upper end the pieces reach x_S = low +
+    drained(low) / m, beyond which the convex part alone is the floor. An infinite `low` (no cycle fits) gives an
+    infinite floor."""
     given = np.asarray(low, dtype=float)
     finite = np.isfinite(given)  # an infinite low end (no cycle fits) stays infinite
     low = np.where(finite, given, 0.0)
@@ -265,28 +267,30 @@ def least_drained_s(mb: int, drained, low: np.ndarray, high: np.ndarray, credit:
     if unbounded.any():
         end[unbounded] = low[unbounded] + drained(low[None])[0][unbounded] / mb
     points = low[None, :] + (end - low)[None, :] * np.linspace(0.0, 1.0, DRAINED_PIECES + 1)[:, None]
-
-    def part(x: np.ndarray) -> np.ndarray:
-        return mb * x - credit * np.minimum(x, total)
-
-    def least_part(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
-        return np.minimum(np.minimum(part(x0), part(x1)), part(np.clip(total, x0, x1)))
-
     later = drained(points[1:])
-    floors = np.min(least_part(points[:-1], points[1:]) + later, axis=0)
-    tail = least_part(end, np.maximum(end, total)) if credit > mb else part(end)
-    return np.where(finite, np.where(unbounded, np.minimum(floors, tail), floors), np.inf)
+    floors = []
+    for credit in credits:
+        def part(x: np.ndarray, credit: float = credit) -> np.ndarray:
+            return mb * x - credit * np.minimum(x, total)
+
+        def least_part(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+            return np.minimum(np.minimum(part(x0), part(x1)), part(np.clip(total, x0, x1)))
+
+        pieces = np.min(least_part(points[:-1], points[1:]) + later, axis=0)
+        tail = least_part(end, np.maximum(end, total)) if credit > mb else part(end)
+        floors.append(np.where(finite, np.where(unbounded, np.minimum(pieces, tail), pieces), np.inf))
+    return np.array(floors)
 
 
-def drained_floor_s(ctx: ShapeContext, option: ScheduleOption, total: float, cycle: float, held: int,
-                    credit: float) -> float:
-    """min over c >= `cycle` of m c - credit min(c, S) + `drained_bubble_s` at a later stage of `held` layers, stage
-    0's time anywhere in [0, c]: the screening bound's pipeline under drain leads (`least_drained_s`)."""
+def drained_floors_s(ctx: ShapeContext, option: ScheduleOption, lines: tuple[tuple[float, float], ...], total: float,
+                     cycle: float, held: int, credits: tuple[float, ...]) -> np.ndarray:
+    """Per credit, min over c >= `cycle` of m c - credit min(c, S) + `drained_bubble_s` at a later stage of `held`
+    layers, stage 0's time anywhere in [0, c]: the screening bound's pipeline under drain leads (`least_drained_s`)."""
     def drained(x: np.ndarray) -> np.ndarray:
-        return drained_bubble_s(ctx, option, total, x, 0.0, np.inf, held)
+        return drained_bubble_s(ctx, option, lines, total, x, 0.0, np.inf, held)
 
-    return float(least_drained_s(ctx.shape.microbatches, drained, np.array([cycle]), np.array([np.inf]), credit,
-                                 total)[0])
+    return least_drained_s(ctx.shape.microbatches, drained, np.array([cycle]), np.array([np.inf]), credits,
+                           total)[:, 0]
 
 
 DRAINED_PIECES = 8
@@ -303,35 +307,42 @@ def pipeline_floor_s(mb: int, lines: tuple[tuple[float, float], ...], rho: float
 
 
 def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
-    """The shape's analytical lower bound over its admissible (option, variant) pairs (infinite if none)."""
+    """The shape's analytical lower bound over its admissible (option, variant) pairs (infinite if none): each pair's
+    quick bound first (a later stage's reduction with no bubble), then its drained bubble (`drained_floors_s`) only
+    for the pairs whose quick bound is below the least found."""
+    quick = {pair: pair_bound_s(ctx, *pair, drained=False) for pair in pairs}
+    best = math.inf
+    for pair in sorted(pairs, key=quick.__getitem__):
+        if quick[pair] >= best:
+            break
+        best = min(best, pair_bound_s(ctx, *pair, drained=True))
+    return best
+
+
+def pair_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, drained: bool) -> float:
+    """`lower_bound_s` of one pair: with drain leads, the later stage holding the most layers takes the bubble less
+    its lead (`drained`) or none (not `drained`, a floor of it)."""
     mb, most = ctx.shape.microbatches, math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
     types = [ctx.gpu(k) for k in ctx.buildings]
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    floors = {h: stage_floors_s(ctx, h) for h in head_stages(ctx)}
-    best = math.inf
-    for option, variant in pairs:
-        total, cycle = floors[ctx.head_stage(option)]
-        opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
-        gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
-        slowest = max(cycle, gather_passes(variant.mode) * most * gather)
-        lines = ctx.bubble_lines(option)
-        dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
-        suffixes = option.reduction_suffixes(ctx.shape.pp, layer)
-        if ctx.drain_leads(option) is None:
-            overlapped = max(pipeline_floor_s(mb, lines, credit, total, slowest) + share * dpi
-                             for share, credit in suffixes)
-        else:  # the stage holding the most layers may be a later one, its reduction counted beyond its lead
-            first = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([option.layer_granularity]))[0])
-            overlapped = 0.0
-            for share, credit in suffixes:
-                bubbled = pipeline_floor_s(mb, lines, credit, total, slowest)
-                overlapped = max(overlapped, bubbled + share * first)
-                if bubbled + share * dpi > overlapped:  # drained <= bubble: else it cannot pass
-                    overlapped = max(overlapped, drained_floor_s(ctx, option, total, slowest, most, credit)
-                                     + share * dpi)
-        best = min(best, opt + gather0_floor_s(ctx, option, variant) + max(
-            pipeline_floor_s(mb, lines, 0.0, total, slowest), overlapped))
-    return best
+    total, cycle = stage_floors_s(ctx, ctx.head_stage(option))
+    opt = most * min(gpu.optimizer_s_per_layer[variant] for gpu in types)
+    gather = min(gpu.gather_s_per_layer[variant] for gpu in types)
+    slowest = max(cycle, gather_passes(variant.mode) * most * gather)
+    lines = ctx.bubble_lines(option)
+    dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
+    suffixes = option.reduction_suffixes(ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer)
+    bubbled = [pipeline_floor_s(mb, lines, credit, total, slowest) for _, credit in suffixes]
+    if ctx.drain_leads(option) is None:
+        overlapped = max(b + share * dpi for b, (share, _) in zip(bubbled, suffixes, strict=True))
+    else:  # the stage holding the most layers may be a later one, its reduction counted beyond its lead
+        first = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([option.layer_granularity]))[0])
+        credits = tuple(credit for _, credit in suffixes)
+        later = drained_floors_s(ctx, option, lines, total, slowest, most, credits) if drained else [
+            pipeline_floor_s(mb, ((0.0, 0.0),), credit, total, slowest) for credit in credits]
+        overlapped = max(max(b + share * first, d + share * dpi)
+                         for b, d, (share, _) in zip(bubbled, later, suffixes, strict=True))
+    return opt + gather0_floor_s(ctx, option, variant) + max(pipeline_floor_s(mb, lines, 0.0, total, slowest),
+                                                             overlapped)
 
 
 def gather0_floor_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
@@ -614,27 +625,36 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     total, _ = stage_floors_s(ctx, head)
     lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
 
-    def pipeline(c: np.ndarray, until: np.ndarray) -> np.ndarray:
+    def pipeline(c: np.ndarray, until: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
         """The pipeline's floor over cycles [c, until) per row (rows: the n0 of `first_layers`, repeated; until
-        infinite: no upper end), as f(c) grows with c."""
+        infinite: no upper end), as f(c) grows with c: a quick floor of every row (the later stage's row at m c),
+        and the floor itself of the rows asked for (its drained bubble, `least_drained_s`)."""
         repeats = len(c) // len(first_layers)
         bubbled = mb * c + bubble_floor_s(lines, total, c)
-        piped = np.tile(extra, repeats) + np.maximum(bubbled, np.tile(paths, repeats))
+        quick = np.tile(extra, repeats) + np.maximum(bubbled, np.tile(paths, repeats))
         if later is None:
-            return piped
+            return quick, lambda rows: quick[rows]
         tail = np.tile(later.extra, repeats)
-        rows = tail + bubbled > piped  # elsewhere the later stage's row cannot pass it (drained <= bubble)
-        if not rows.any():
-            return piped
-        first_low, first_most, held = (np.tile(x, repeats)[rows] for x in (later.first_low, later.first_most,
-                                                                            later.held))
-        drained = least_drained_s(mb, lambda x: drained_bubble_s(ctx, option, total, x, first_low, first_most, held),
-                                  c[rows], until[rows])
-        piped[rows] = np.maximum(piped[rows], tail[rows] + drained)
-        return piped
+        drains = tail + bubbled > quick  # elsewhere the later stage's row cannot pass it (drained <= bubble)
+        quick = np.maximum(quick, tail + mb * c)
+        held = [np.tile(x, repeats) for x in (later.first_low, later.first_most, later.held)]
+
+        def floors(rows: np.ndarray) -> np.ndarray:
+            found, chosen = quick[rows].copy(), drains[rows]
+            if chosen.any():
+                picked = rows[chosen]
+                first_low, first_most, layers = (x[picked] for x in held)
+                drained = least_drained_s(mb, lambda x: drained_bubble_s(ctx, option, lines, total, x, first_low,
+                                                                         first_most, layers), c[picked],
+                                          until[picked])[0]
+                found[chosen] = np.maximum(found[chosen], tail[picked] + drained)
+            return found
+
+        return quick, floors
 
     if variant.mode is DPMode.ddp:
-        return float(np.min(pipeline(cycles, np.full(len(cycles), np.inf))))
+        quick, exact = pipeline(cycles, np.full(len(cycles), np.inf))
+        return lazy_least(quick, exact)
     gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
                                     ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
 
@@ -644,14 +664,19 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         steps.append(next_cap_change(ctx, steps[-1], head))
     caps = np.vstack([layer_caps(ctx, c, head) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
     first = np.tile(first_layers, CYCLE_STEPS + 1)
-    base = pipeline(np.concatenate(steps), np.concatenate([*steps[1:], np.full(n, np.inf)]))
-    lower = base + np.maximum(first * gather, 0.0)
+    quick, exact = pipeline(np.concatenate(steps), np.concatenate([*steps[1:], np.full(n, np.inf)]))
+    return lazy_least(quick + np.maximum(first * gather, 0.0), lambda rows: exact(rows) + first_gather_floors_s(
+        ctx, first[rows], gather, grain, rooms, caps[rows]))
+
+
+def lazy_least(lower: np.ndarray, value: Callable[[np.ndarray], np.ndarray]) -> float:
+    """min over rows of value(rows) >= `lower`, computed on the rows in order of `lower`, LAZY_ROWS at first and twice
+    as many each time after, until the next row's `lower` cannot beat the least found: the same as over every row."""
     order = np.argsort(lower, kind="stable")
     best, done, size = math.inf, 0, LAZY_ROWS
     while done < len(order) and lower[order[done]] < best:
         rows = order[done:done + size]
-        floors = first_gather_floors_s(ctx, first[rows], gather, grain, rooms, caps[rows])
-        best = min(best, float(np.min(base[rows] + floors)))
+        best = min(best, float(np.min(value(rows))))
         done, size = done + len(rows), 2 * size
     return best
 

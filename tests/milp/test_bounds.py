@@ -148,7 +148,7 @@ def test_a_later_stage_s_drain_lead_leaves_at_least_the_drained_bubble(tiny):
         lines = ctx.bubble_lines(option)
         for c in cycle * np.array([1.0, 1.3, 2.0]):
             first_low, first_most, held = 2 * tau, 3 * tau, 4
-            floor = float(drained_bubble_s(ctx, option, total, np.array([c]), first_low, first_most, held)[0])
+            floor = float(drained_bubble_s(ctx, option, lines, total, np.array([c]), first_low, first_most, held)[0])
             assert floor >= 0
             tried = 0
             for _ in range(500):
