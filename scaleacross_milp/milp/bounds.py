@@ -235,9 +235,9 @@ def drained_bubble_s(ctx: ShapeContext, option: ScheduleOption, lines: tuple[tup
     for sigma, gamma in lines:
         # (coefficient, low end, high end, count), in increasing coefficient: stage 0 up to C_0's cap, stages
         # 1..j-1, stage 0 beyond the cap, stages j+1..p-1, stage j
-        groups = [(sigma - a - b, low0, top0, 1.0), (sigma - a, grain, c, before),
-                  (sigma + 0 * a, 0 * c, c - top0, 1.0), (sigma + 0 * a, grain, c, p - 2 - before),
-                  (sigma + k, own, c, 1.0)]
+        flat = np.full_like(a, sigma)
+        groups = [(sigma - a - b, low0, top0, 1.0), (sigma - a, grain, c, before), (flat, 0.0 * c, c - top0, 1.0),
+                  (flat, grain, c, p - 2 - before), (sigma + k, own, c, 1.0)]
         value, filled = 0.0, 0.0
         for coef, low, high, count in groups:
             at = np.where(coef >= 0, low, high)
@@ -308,20 +308,21 @@ def pipeline_floor_s(mb: int, lines: tuple[tuple[float, float], ...], rho: float
 
 def lower_bound_s(ctx: ShapeContext, pairs: list[tuple[ScheduleOption, DPVariant]]) -> float:
     """The shape's analytical lower bound over its admissible (option, variant) pairs (infinite if none): each pair's
-    quick bound first (a later stage's reduction with no bubble), then its drained bubble (`drained_floors_s`) only
-    for the pairs whose quick bound is below the least found."""
-    quick = {pair: pair_bound_s(ctx, *pair, drained=False) for pair in pairs}
+    quick bound first, then its full one (`pair_bounds_s`) only for the pairs whose quick bound is below the least
+    found."""
+    bounds = {pair: pair_bounds_s(ctx, *pair) for pair in pairs}
     best = math.inf
-    for pair in sorted(pairs, key=quick.__getitem__):
-        if quick[pair] >= best:
+    for quick, full in sorted(bounds.values(), key=lambda bound: bound[0]):
+        if quick >= best:
             break
-        best = min(best, pair_bound_s(ctx, *pair, drained=True))
+        best = min(best, full())
     return best
 
 
-def pair_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, drained: bool) -> float:
-    """`lower_bound_s` of one pair: with drain leads, the later stage holding the most layers takes the bubble less
-    its lead (`drained`) or none (not `drained`, a floor of it)."""
+def pair_bounds_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[float, Callable[[], float]]:
+    """(quick, full) `lower_bound_s` of one pair: with drain leads the later stage holding the most layers takes no
+    bubble in the quick bound, and the bubble less its lead (`drained_floors_s`) in the full one; without, both
+    are the same."""
     mb, most = ctx.shape.microbatches, math.ceil(ctx.instance.model_spec.layers / ctx.shape.pp)
     types = [ctx.gpu(k) for k in ctx.buildings]
     total, cycle = stage_floors_s(ctx, ctx.head_stage(option))
@@ -331,18 +332,22 @@ def pair_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, 
     lines = ctx.bubble_lines(option)
     dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
     suffixes = option.reduction_suffixes(ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer)
-    bubbled = [pipeline_floor_s(mb, lines, credit, total, slowest) for _, credit in suffixes]
+    shares, credits = [share for share, _ in suffixes], tuple(credit for _, credit in suffixes)
+    bubbled = [pipeline_floor_s(mb, lines, credit, total, slowest) for credit in credits]
+    start = opt + gather0_floor_s(ctx, option, variant)
+    alone = pipeline_floor_s(mb, lines, 0.0, total, slowest)
     if ctx.drain_leads(option) is None:
-        overlapped = max(b + share * dpi for b, (share, _) in zip(bubbled, suffixes, strict=True))
-    else:  # the stage holding the most layers may be a later one, its reduction counted beyond its lead
-        first = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([option.layer_granularity]))[0])
-        credits = tuple(credit for _, credit in suffixes)
-        later = drained_floors_s(ctx, option, lines, total, slowest, most, credits) if drained else [
-            pipeline_floor_s(mb, ((0.0, 0.0),), credit, total, slowest) for credit in credits]
-        overlapped = max(max(b + share * first, d + share * dpi)
-                         for b, d, (share, _) in zip(bubbled, later, suffixes, strict=True))
-    return opt + gather0_floor_s(ctx, option, variant) + max(pipeline_floor_s(mb, lines, 0.0, total, slowest),
-                                                             overlapped)
+        bound = start + max(alone, *(b + share * dpi for b, share in zip(bubbled, shares, strict=True)))
+        return bound, lambda: bound
+    # the stage holding the most layers may be a later one, its reduction counted beyond its lead
+    first = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([option.layer_granularity]))[0])
+
+    def bound(later: list[float]) -> float:
+        return start + max(alone, *(max(b + share * first, d + share * dpi)
+                                    for b, d, share in zip(bubbled, later, shares, strict=True)))
+
+    quick = bound([pipeline_floor_s(mb, ((0.0, 0.0),), credit, total, slowest) for credit in credits])
+    return quick, lambda: bound(list(drained_floors_s(ctx, option, lines, total, slowest, most, credits)))
 
 
 def gather0_floor_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
