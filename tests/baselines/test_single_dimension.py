@@ -13,7 +13,7 @@ SEARCH = {"tp_degrees": [8], "pp_degrees": [1, 2], "micro_batch_sizes": [1], "ti
 def test_single_dimension_leaves_a_thin_link_and_records_its_steps(two_buildings):
     """A 40 + B 24 GPUs over a 1 Gb/s link: production spreads DP 8 over both buildings (5 + 3 cells), so each
     step's gradient synchronisation crosses the link; the placement step moves every cell into one building,
-    and the descent ends with a round of three unchanged dimensions."""
+    and the descent ends once the other two dimensions have brought nothing since."""
     instance = two_buildings(40, 24, search=SEARCH, link={"capacity_gbit_s": 1})
     start = baseline(instance, Kind.production)
     assert [s.cells_per_building for s in start.layout.stages] == [{"A": 5, "B": 3}]
@@ -23,7 +23,8 @@ def test_single_dimension_leaves_a_thin_link_and_records_its_steps(two_buildings
     assert len({k for s in result.layout.stages for k in s.cells_per_building}) == 1
     times = [step.iteration_s for step in result.steps]
     assert times == sorted(times, reverse=True)
-    assert [step.change for step in result.steps[-3:]] == ["no change"] * 3
+    last_change = max(i for i, step in enumerate(result.steps) if step.change != "no change")
+    assert [step.change for step in result.steps[last_change + 1:]] == ["no change"] * 2
     assert result.iteration_s == pytest.approx(times[-1], rel=1e-12)
     assert result.iteration_s < start.iteration_s / 2
 
@@ -51,11 +52,11 @@ def test_transports_go_link_by_link_beyond_the_product_limit(small_instance, mon
     layout = baseline(instance, Kind.production).layout
     assert len({b for s in layout.stages for b in s.cells_per_building}) == 3
     start_s = replay_s(instance, layout)
-    product, product_s = single_dimension.best_transports(instance, layout, start_s)
+    product, product_s = single_dimension.best_transports(single_dimension.Replays(instance), layout, start_s)
     replays = []
     monkeypatch.setattr(single_dimension, "TRANSPORT_PRODUCT_LIMIT", 1)
     monkeypatch.setattr(single_dimension, "replay_s", lambda i, lay: replays.append(lay) or replay_s(i, lay))
-    by_link, by_link_s = single_dimension.best_transports(instance, layout, start_s)
+    by_link, by_link_s = single_dimension.best_transports(single_dimension.Replays(instance), layout, start_s)
     assert product_s < start_s and by_link_s == pytest.approx(product_s, rel=1e-9)
     assert by_link.link_transports() == product.link_transports()
     assert (len(replays) - 3) % 4 == 0 and len(replays) < 9 * 2
