@@ -6,8 +6,9 @@ the 131k-GPU DeepSeek-V3 at its 60 s limit: single-dimension's layout, the same 
 gap 2.7 %, the plan priced 2.6 % below its replay: its cross-building pipeline sends, 31 ms priced, 94 ms replayed).
 
 Exhaustive is refused on every bundled instance (far above its limit). On the two 131,072-GPU instances (slow)
-single-dimension takes about nine minutes (DeepSeek-V3: since session 41 its placement solve returns another
-placement, and the descent replays many more candidates; 32 s before) and three (Llama 3 405B) on 2 cores."""
+single-dimension takes about four and a half minutes (DeepSeek-V3: since session 41 its placement solve returns
+another placement and the descent replays more 131k-GPU candidates, 5-10 s each; 32 s before, nine minutes until
+session 42 replayed each layout once and stopped the descent one round earlier) and three (Llama 3 405B) on 2 cores."""
 
 from __future__ import annotations
 
