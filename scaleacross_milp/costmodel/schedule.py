@@ -100,36 +100,6 @@ class ScheduleOption:
         return tuple(tuple((1, 0, 0) if j < r else (m - (p - 1 - r), m, m) if j == r else (1, 1, 0)
                            for j in range(p)) for r in range(p))
 
-    def warmup_credit(self, layer: OpTimes, p: int, m: int) -> float:
-        """g: under 1F1B the slowest rank r runs its w_r = min(p - 1 - r, m - 1) warm-up forwards at their own pace,
-        not the cycle's, so its longest path (`own_pace_paths`' first kind) runs (m - w_r F / C) cycles of its own:
-        m cycles and the others' stage times less g_r cycle. g = the most over the ranks, rank 0's
-        min(p - 1, m - 1) F / C, holds whichever rank is the slowest (formulation.pipeline's bubble_bound). 0 under
-        the other schedules (ZB-H1's rank paths carry their own; GPipe, interleaving and ZB-V keep their formula)."""
-        if self.schedule is not Schedule.one_f_one_b or p < 2:
-            return 0.0
-        return min(p - 1, m - 1) * layer.forward_s / layer.total_s
-
-    def own_pace_paths(self, p: int, m: int) -> tuple[tuple[tuple[int, int, int], ...], ...]:
-        """Paths of 1F1B's graph (`costmodel.actions`) as (F, I, W) ops per rank (a fused B counts once as I and once
-        as W), each rank's ops at its own stage time, transfers aside; two per rank r:
-          through its first backward  microbatch 0's forwards on the ranks before r, its round trip through the
-                                      ranks after r (one F and one B each), then r's ops from its first backward
-                                      on, and the last microbatch's backwards down the ranks before r: r runs
-                                      max(1, m - w_r) F and m B (w_r = min(p - 1 - r, m) warm-up forwards)
-          back to back                as above without the round trip, r's m F and m B in a row
-        Any path bounds the makespan; at equal stage times and whenever one rank is clearly the slowest the longest
-        of these is the graph's longest path (tests/costmodel/test_rank_paths.py). Empty under the other schedules."""
-        if self.schedule is not Schedule.one_f_one_b or p < 2:
-            return ()
-        one, none = (1, 1, 1), (0, 0, 0)
-        paths = []
-        for r in range(p):
-            forwards = max(1, m - min(p - 1 - r, m))
-            paths.append(tuple(one if j != r else (forwards, m, m) for j in range(p)))
-            paths.append(tuple(one if j < r else (m, m, m) if j == r else none for j in range(p)))
-        return tuple(paths)
-
     @property
     def boundary_crossings(self) -> int:
         """Times one microbatch crosses each stage boundary per direction."""

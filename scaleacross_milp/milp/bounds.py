@@ -7,8 +7,7 @@ SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fast
 cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
     T >= m cycle + B_o(SC, cycle) + max(0, max_i share_i dpi - credit_i C0) + opt,
 B_o(S, c) = max(0, max_k sigma_k S - gamma_k c) the bubble the MILP's rows allow (`ShapeContext.bubble_lines`:
-(beta_o, beta_o + g_o) with g_o 1F1B's warm-up credit, or from ZB-H1's rank paths), and the pipeline no shorter than
-its own-pace paths allow (1F1B: `ShapeContext.own_pace_floor_s`, S + S / sum_r 1 / k_r),
+(beta_o, beta_o), or from ZB-H1's rank paths),
 and, as some stage holds ceil(L/p) layers, dpi >= min_k min_{n >= ceil(L/p)} f_{k,v,o}(n) (the MILP's
 piecewise-linear DP term, context.dp_sync_floor_s; where the option prices each later stage's reduction from its own
 rank's end, `ShapeContext.drain_leads`, dpi is stage 0's, at g_o layers at least, or at ceil(L/p) with B_o less
@@ -194,13 +193,9 @@ def stage_floors_s(ctx: ShapeContext, head: int | None = None) -> tuple[float, f
 def screening_bubble(option: ScheduleOption, layer: OpTimes, pp: int) -> float:
     """A bubble coefficient valid for `compute_floor_s` under `option`: beta_o, or under rank paths
     (`ShapeContext.bubble_lines`) the line of rank p - 1's, whose other ranks run one forward each and whose own
-    ops run all m microbatches: bubble >= F (S - c) (F: a layer's forward share); 0 under an option with a warm-up
-    credit (1F1B at two microbatches or more: its line S - (1 + g) c falls below every positive multiple of S - c
-    at some cycle)."""
+    ops run all m microbatches: bubble >= F (S - c) (F: a layer's forward share)."""
     if option.has_rank_paths(pp):
         return layer.forward_s / layer.total_s
-    if option.warmup_credit(layer, pp, 2) > 0:
-        return 0.0
     return option.bubble_coefficient(layer)
 
 
@@ -340,8 +335,7 @@ def pair_bounds_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant)
     shares, credits = [share for share, _ in suffixes], tuple(credit for _, credit in suffixes)
     bubbled = [pipeline_floor_s(mb, lines, credit, total, slowest) for credit in credits]
     start = opt + gather0_floor_s(ctx, option, variant)
-    own_pace = float(ctx.own_pace_floor_s(option, np.zeros(1), total)[0])
-    alone = max(pipeline_floor_s(mb, lines, 0.0, total, slowest), own_pace)
+    alone = pipeline_floor_s(mb, lines, 0.0, total, slowest)
     if ctx.drain_leads(option) is None:
         bound = start + max(alone, *(b + share * dpi for b, share in zip(bubbled, shares, strict=True)))
         return bound, lambda: bound

@@ -348,30 +348,12 @@ class ShapeContext:
         sigma = min_{j != r} a_j and gamma = sigma + g (as sum_{j != r} Cst[j] >= S - c)."""
         rows = self.bubble_rows(option)
         if not rows:
-            layer = self.gpu(self.buildings[0]).layer
-            beta = option.bubble_coefficient(layer)
-            return ((beta, beta + option.warmup_credit(layer, self.shape.pp, self.shape.microbatches)),)
+            beta = option.bubble_coefficient(self.gpu(self.buildings[0]).layer)
+            return ((beta, beta),)
         lines = {(sigma := min(a for j, a in enumerate(stage) if j != busiest), sigma + slack)
                  for stage, busiest, slack in rows}
         return tuple(sorted((sigma, gamma) for sigma, gamma in lines  # less of S and more of c than another: below it
                             if not any(s >= sigma and g <= gamma and (s, g) != (sigma, gamma) for s, g in lines)))
-
-    def own_pace_rows(self, option: ScheduleOption) -> list[list[float]]:
-        """a_j per stage j of each of `option`'s own-pace paths (`ScheduleOption.own_pace_paths`; formulation.pipeline's
-        bubble_own_pace rows Tpipe >= sum_j a_j Cst[j]): the path's ops on rank j as a multiple of Cst[j]."""
-        return [self.path_multiples(path) for path in option.own_pace_paths(self.shape.pp, self.shape.microbatches)]
-
-    def own_pace_floor_s(self, option: ScheduleOption, first_s: np.ndarray, total_s: float) -> np.ndarray:
-        """The least longest own-pace path (`own_pace_rows`) at stage 0's time >= `first_s` (each entry) and stage
-        times x summing to S >= `total_s`: rank r's first path is S + k_r x_r (k_r = a_r - 1 >= 0), so the longest is
-        at least S + max_r k_r x_r >= S + max(k_0 first, S / sum_r 1 / k_r) (equal k_r x_r the least, and rank 0's
-        own term); 0 without such paths."""
-        rows = self.own_pace_rows(option)
-        if not rows:
-            return np.zeros_like(first_s)
-        kappa = np.array([row[r] - 1 for r, row in enumerate(rows[::2])])
-        spread = total_s / np.sum(1 / kappa) if np.all(kappa > 0) else 0.0
-        return total_s + np.maximum(kappa[0] * first_s, spread)
 
     def first_stage_floor_s(self, option: ScheduleOption, first_s: np.ndarray, total_s: float) -> np.ndarray:
         """The least longest rank path (`bubble_rows`: Tpipe >= sum_j a_j Cst[j] at cycle >= Cst[r]) at stage 0's
@@ -381,7 +363,7 @@ class ShapeContext:
         far the slowest runs its steady state while the others fill.)"""
         lines = [(stage[0], min(stage[1:])) for stage, _, _ in self.bubble_rows(option)]
         if not lines:
-            return self.own_pace_floor_s(option, first_s, total_s)
+            return np.zeros_like(first_s)
         return np.max([alpha * first_s + beta * (total_s - first_s) if alpha >= beta else np.full_like(
             first_s, alpha * total_s) for alpha, beta in lines], axis=0)
 

@@ -1,5 +1,4 @@
-"""ZB-H1's rank paths (ScheduleOption.rank_paths) and 1F1B's own-pace paths (ScheduleOption.own_pace_paths) against
-the replayed graph's longest path (stream_paths)."""
+"""ZB-H1's rank paths (ScheduleOption.rank_paths) against the replayed graph's longest path (stream_paths)."""
 
 from __future__ import annotations
 
@@ -54,36 +53,3 @@ def test_every_rank_path_is_a_path_at_any_stage_times():
 def test_other_schedules_have_none():
     assert ScheduleOption(Schedule.one_f_one_b).rank_paths(8, 11) == ()
     assert ScheduleOption(Schedule.zb_h1).rank_paths(1, 4) == ()
-    assert ScheduleOption(Schedule.zb_h1).own_pace_paths(8, 11) == ()
-    assert ScheduleOption(Schedule.one_f_one_b).own_pace_paths(1, 4) == ()
-
-
-def longest_own_pace_path(p: int, m: int, stage_s: list[float]) -> float:
-    return max(sum(sum(n * f for n, f in zip(counts, SHARES, strict=True)) * s
-                   for counts, s in zip(path, stage_s, strict=True))
-               for path in ScheduleOption(Schedule.one_f_one_b).own_pace_paths(p, m))
-
-
-def one_f_one_b_s(p: int, m: int, stage_s: list[float]) -> float:
-    return critical_path(Schedule.one_f_one_b, p, m, 1, False, stage_s, SHARES, [0.0] * (p - 1)).length_s
-
-
-@pytest.mark.parametrize(("p", "m"), [(2, 2), (4, 4), (4, 9), (8, 3), (8, 11), (8, 30), (32, 30)])
-def test_1f1b_own_pace_paths_are_the_longest_whenever_one_rank_is_the_slowest(p, m):
-    # the slowest rank's warm-up forwards run at their own pace, so a slow rank early in the pipeline leaves a shorter
-    # makespan than m max + sum of the others (the bubble formula, exact only when the slowest rank is the last)
-    for r in range(p):
-        stage_s = [1.0] * p
-        stage_s[r] = 1.5
-        assert longest_own_pace_path(p, m, stage_s) == pytest.approx(one_f_one_b_s(p, m, stage_s))
-    assert longest_own_pace_path(p, m, [1.0] * p) == pytest.approx(one_f_one_b_s(p, m, [1.0] * p))
-    front = [1.5] + [1.0] * (p - 1)
-    assert one_f_one_b_s(p, m, front) < m * 1.5 + (p - 1) - 1e-9
-
-
-def test_every_1f1b_own_pace_path_is_a_path_at_any_stage_times():
-    rng = random.Random(11)
-    for p, m in [(4, 6), (8, 5), (8, 11), (16, 23), (32, 30)]:
-        for _ in range(30):
-            stage_s = [rng.choice([0.3, 0.6, 1.0, 1.5, 2.0]) for _ in range(p)]
-            assert longest_own_pace_path(p, m, stage_s) <= one_f_one_b_s(p, m, stage_s) * (1 + 1e-9)

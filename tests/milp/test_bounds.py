@@ -149,9 +149,7 @@ def test_a_later_stage_s_drain_lead_leaves_at_least_the_drained_bubble(tiny):
         for c in cycle * np.array([1.0, 1.3, 2.0]):
             first_low, first_most, held = 2 * tau, 3 * tau, 4
             floor = float(drained_bubble_s(ctx, option, lines, total, np.array([c]), first_low, first_most, held)[0])
-            if c == cycle and option.schedule is Schedule.zb_h1:
-                # at the least cycle the lead leaves part of ZB-H1's bubble: the floor is worth its cost (1F1B's line
-                # S - (1 + g) c, g its warm-up credit, is all taken by the lead here)
+            if c == cycle:  # at the least cycle the lead leaves part of the bubble: the floor is worth its cost
                 assert floor > 0
             tried = 0
             for _ in range(500):

@@ -11,21 +11,8 @@ intra-building sends rank j makes, the embedding on stage 0 and the LM head on t
     lat[b]  >= lambda[k,k'] h[b,k,k']                          worst one-way route latency crossing b
 For the chosen schedule o (crossings chi_o per boundary, omega_o per wrap), m cycles plus the fill and drain, the
 bubble: under every schedule but ZB-H1, beta_o (`ScheduleOption.bubble_coefficient`) times the other stages' time,
-never negative (a link- or latency-bound cycle can exceed sum_j Cst[j]), less g_o cycles:
-    spread >= sum_j Cst[j] - cycle,   bubble >= beta_o spread - g_o cycle                       (bubble_bound)
-g_o (`ScheduleOption.warmup_credit`) is 0 but under 1F1B, whose slowest rank runs its warm-up forwards at their own
-pace: the formula (g = 0) is exact when the slowest rank is the last, and priced 1F1B pipelines whose slowest stage
-comes early up to 16 % above their replay (generated medium seed 67: PP 32, 30 microbatches, the 4-layer stages at
-ranks 2-11; 1.38 s against a longest path of 1.21 s). g_o = min(p - 1, m - 1) F / C, rank 0's, holds wherever the
-slowest rank is; what it gives away at the slowest rank's own place comes back from the own-pace paths
-(`ScheduleOption.own_pace_paths`, a_j: a path's ops on rank j as a multiple of Cst[j], `ShapeContext.own_pace_rows`),
-whose ops all run at their own stage times, so a cycle stretched above them does not raise them:
-    own_pace >= sum_j a_j Cst[j] - M (1 - u[o])                                                (own_pace_path)
-    Tpipe >= own_pace + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill                      (own_pace_makespan)
-(M: the right side at every stage's most time). Under a variant that re-gathers parameters before every op (FSDP,
-HSDP) a rank's warm-up forwards wait for their gathers as its other ops do: there the row keeps g = 0,
-    bubble >= beta_o spread - M (1 - u[o]) - M (1 - sum_{v re-gathering} w[v])                 (bubble_regather)
-(with the credit, 1F1B over 32 one-layer FSDP stages priced 7 % below its replay).
+never negative (a link- or latency-bound cycle can exceed sum_j Cst[j]):
+    spread >= sum_j Cst[j] - cycle,   bubble >= beta_o spread                                   (bubble_bound)
 Under ZB-H1 that formula, exact at equal stage times, over-prices uneven ones (a heavy stage 0 runs its
 steady state while the others fill: generated medium seed 161, ZB-H1 over stages of 5, 4, ..., 4, 3 layers, bubble
 49.9 ms against the replay's 34.0 ms, the plan 7.8 % above its replay). Its bubble comes from the longest paths
@@ -105,7 +92,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-import numpy as np
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.stream_paths import CriticalPath, stream_paths
@@ -114,7 +100,6 @@ from scaleacross_milp.milp.formulation.chosen import chosen_value
 from scaleacross_milp.milp.formulation.disjunction import add_rows, choice_lower_bounds
 from scaleacross_milp.milp.formulation.layer_kinds import excess_s, excess_terms
 from scaleacross_milp.milp.formulation.traffic import add_line_choices, line_rows
-from scaleacross_milp.milp.volumes import gather_passes
 from scaleacross_milp.spec.search import Schedule
 
 GB = 1e9
@@ -166,23 +151,8 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     m.spread = pyo.Var(domain=pyo.NonNegativeReals)
     m.spread_def = pyo.Constraint(expr=m.spread >= sum(m.Cst[j] for j in m.J) - m.cycle)
     m.bubble = pyo.Var(domain=pyo.NonNegativeReals)
-    credit = [ctx.options[o].warmup_credit(layer, p, mb) for o in options]
-    add_rows(m, "bubble_bound", choice_lower_bounds(m.bubble, [(beta, m.spread), ([-g for g in credit], m.cycle)],
-                                                    m.u, options, big))
-    regathering = [v for v in m.V if gather_passes(ctx.variants[v].mode) >= 2]
-    if regathering and any(credit):
-        off = 1 - sum(m.w[v] for v in regathering) if len(regathering) < len(m.V) else 0
-        add_rows(m, "bubble_regather", [
-            m.bubble >= beta[n] * m.spread - big * (off + (1 - m.u[o] if len(options) > 1 else 0))
-            for n, o in enumerate(options) if credit[n]])
+    add_rows(m, "bubble_bound", choice_lower_bounds(m.bubble, [(beta, m.spread)], m.u, options, big))
     most = [max(stage_max(j, k) for k in ks) for j in m.J]
-    own_pace = [(o, stage) for o in options for stage in ctx.own_pace_rows(ctx.options[o])]
-    if own_pace:
-        m.own_pace = pyo.Var(domain=pyo.NonNegativeReals)
-        add_rows(m, "own_pace_path", [
-            m.own_pace >= sum(a * m.Cst[j] for j, a in enumerate(stage) if a)
-            - (sum(a * most[j] for j, a in enumerate(stage)) * (1 - m.u[o]) if len(options) > 1 else 0)
-            for o, stage in own_pace])
     add_rows(m, "bubble_path", [
         m.bubble >= sum(a * m.Cst[j] for j, a in enumerate(stage) if a and j != busiest) - slack * m.cycle
         - (sum(a * most[j] for j, a in enumerate(stage) if j != busiest) * (1 - m.u[o]) if len(options) > 1 else 0)
@@ -195,9 +165,6 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     unpaired = add_ep_unpaired(m, ctx, options)
     add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends - unpaired, terms,
                                                 m.u, options, big))
-    if own_pace:
-        add_rows(m, "own_pace_makespan", choice_lower_bounds(m.Tpipe - m.own_pace - m.fill_sends - unpaired, terms,
-                                                             m.u, options, big))
     add_steady_sends(m, ctx, regular, terms, big, bounds["pp_arc"])
 
     v_shaped = [ctx.options[o].schedule is Schedule.zb_v for o in options]
@@ -342,18 +309,13 @@ def stream_path_arguments(ctx: ShapeContext) -> list[tuple[Schedule, int, int, i
 
 
 def bubble_s(ctx: ShapeContext, o: int, stage_s: list[float], cycle_s: float) -> float:
-    """The bubble the rows bubble_bound, bubble_path and bubble_own_pace give option o at stage times `stage_s` (Cst)
-    and cycle `cycle_s`: max(0, the largest right side of its rank paths' rows), or of beta_o (sum_j Cst[j] -
-    cycle) - g_o cycle and its own-pace paths' sum_j a_j Cst[j] - m cycle."""
-    option = ctx.options[o]
-    rows = ctx.bubble_rows(option)
+    """The bubble the rows bubble_bound and bubble_path give option o at stage times `stage_s` (Cst) and cycle
+    `cycle_s`: max(0, the largest right side of its rank paths' rows), or beta_o (sum_j Cst[j] - cycle)."""
+    rows = ctx.bubble_rows(ctx.options[o])
     if rows:
         return max(0.0, *(sum(a * s for j, (a, s) in enumerate(zip(stage, stage_s, strict=True)) if j != busiest)
                           - slack * cycle_s for stage, busiest, slack in rows))
-    layer, mb = ctx.gpu(ctx.buildings[0]).layer, ctx.shape.microbatches
-    formula = (option.bubble_coefficient(layer) * (sum(stage_s) - cycle_s)
-               - option.warmup_credit(layer, ctx.shape.pp, mb) * cycle_s)
-    return max(0.0, formula, *(float(np.dot(stage, stage_s)) - mb * cycle_s for stage in ctx.own_pace_rows(option)))
+    return max(0.0, ctx.options[o].bubble_coefficient(ctx.gpu(ctx.buildings[0]).layer) * (sum(stage_s) - cycle_s))
 
 
 def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]) -> list:
