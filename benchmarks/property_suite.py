@@ -53,7 +53,7 @@ from scaleacross_milp.gcpause import collect_left_cycles
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.bounds import stage_memory
 from scaleacross_milp.milp.context import ShapeContext, shape_context
-from scaleacross_milp.milp.patterns import Cells, dp_out_cells, fastest_first, pp_out_cells
+from scaleacross_milp.milp.patterns import Cells, dp_out_cells, fastest_first, pp_out_cells, speed_layers
 from scaleacross_milp.milp.price import layout_option
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.shapes import pipeline_degrees
@@ -243,22 +243,6 @@ def dp_out_layouts(instance: Instance, base: Layout) -> list[Layout]:
         layout = pattern_layout(ctx, base, cells, layers) if cells is not None else None
         layouts += [layout] if layout is not None else []
     return layouts
-
-
-def speed_layers(ctx: ShapeContext, cells: Cells, chunks: int) -> list[int] | None:
-    """Layers per stage in proportion to the speed (1 / layer time) of the building holding each stage, in units
-    of `chunks` layers, at least one unit each (largest remainder); None when the model does not split so."""
-    total, p = ctx.instance.model_spec.layers, ctx.shape.pp
-    if total % chunks or total // chunks < p:
-        return None
-    home = {j: k for (j, k), n in cells.items() if n}
-    speed = [1.0 / ctx.gpu(home[j]).layer.total_s for j in range(p)]
-    units = total // chunks
-    exact = [1 + (units - p) * s / sum(speed) for s in speed]
-    counts = [math.floor(e) for e in exact]
-    for j in sorted(range(p), key=lambda j: counts[j] - exact[j])[: units - sum(counts)]:
-        counts[j] += 1
-    return [c * chunks for c in counts]
 
 
 def pp_out_layouts(instance: Instance, base: Layout) -> list[Layout]:

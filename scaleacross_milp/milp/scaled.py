@@ -5,8 +5,9 @@ From a plan of shape (TP, CP, EP, micro-batch, PP, DP) with schedule option o, D
              buildings first (`patterns.dp_out_cells`), the same layers per stage
     PP-out   a shape with the same DP and deeper pipelines, or the same PP and more pipelines, whole stages
              filling the fastest buildings in contiguous blocks (`patterns.pp_out_cells`), layers left to the MILP
-             (a split by speed alone ignores memory and the end stages' fixed work: generated seed 6's PP-out split
-             by speed did not beat a 28.4 s incumbent, the MILP's split of the same cells priced 26.1 s). More
+             after a solve at the split by speed (`ShapeSearch.solve_cells`: the split alone ignores memory and the
+             end stages' fixed work, generated seed 6's PP-out split by speed did not beat a 28.4 s incumbent, the
+             MILP's split of the same cells priced 26.1 s; the MILP's node budget alone may not reach it). More
              pipelines in blocks is what a plan needs where the fast buildings hold stages but not whole pipelines:
              generated medium seed 99's TP2 EP4 PP32 DP4 on 384 B200s scales to DP 8 with 24 stages there and 8 in
              a 160-B200 hall (1.88 s against 2.75 s), where DP-out's second pipeline lands on H100s

@@ -30,7 +30,16 @@ from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_neede
 from scaleacross_milp.milp.formulation.pipeline import stream_path_arguments
 from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
 from scaleacross_milp.milp.path_cuts import solve_with_cuts
-from scaleacross_milp.milp.patterns import Pattern, fixed_cells, holders, pattern_cells, restrictions, spans_all
+from scaleacross_milp.milp.patterns import (
+    Cells,
+    Pattern,
+    fixed_cells,
+    holders,
+    pattern_cells,
+    restrictions,
+    spans_all,
+    speed_layers,
+)
 from scaleacross_milp.milp.price import PRICE_LIMIT_S, fixed_layout_model
 from scaleacross_milp.milp.progress import Phase, ProgressHook, SearchProgress
 from scaleacross_milp.milp.routes import RouteTable, route_table
@@ -518,6 +527,23 @@ class ShapeSearch:
         self.report()
         return outcome
 
+    def solve_cells(self, i: int, cells: Cells | None, time_limit_s: float,
+                    restricted: tuple[HighsModel, ShapeContext] | None = None, option: int | None = None,
+                    variant: int | None = None, layers: list[int] | None = None) -> None:
+        """Shape i's model (or its `restricted` one) with `cells` fixed, and the option, variant and layers, each
+        unless None, in one pattern solve (`solve`: PATTERN_NODES, `time_limit_s`). With the layers left free, first
+        at the cells' speed split (`patterns.speed_layers`, in the least layer granularity of the model's options),
+        which the node budget may not reach, then free with that point as its cutoff."""
+        model, ctx = restricted or (self.model(i), self.ctx(i))
+        grain = min(o.layer_granularity for o in ([ctx.options[option]] if option is not None else ctx.options))
+        split = speed_layers(ctx, cells, grain) if cells is not None and layers is None else None
+        with fixed_cells(model.model, cells):
+            for fixed in ([split] if split is not None else []) + [layers]:
+                if self.remaining() <= 0 and self.best is not None:
+                    return
+                with fixed_decisions(model.model, option, variant, fixed):
+                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s, restricted=restricted)
+
     def open_pairs(self, i: int) -> list[tuple[float, Pair]]:
         """Shape i's pairs that are open and promising, with their bounds on the objective per requested batch. A
         pair's bound starts at its sharpened bound (`first_stage_lower_bound_s`) and rises to what its solves prove
@@ -648,13 +674,10 @@ class ShapeSearch:
             restricted = self.narrowed_model(i, restriction.buildings, held, check_fit=time_limit_s is None)
             if restricted is None:
                 return
-            model = restricted[0]
             for cells in [*restriction.patterns, None]:
                 if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                     return  # out of time; in the rescue, a plan is all it needs
-                with fixed_cells(model.model, cells):
-                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s(),
-                               restricted=restricted)
+                self.solve_cells(i, cells, time_limit_s or self.pattern_s(), restricted)
 
     def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns that use every building (the others are solved in its restrictions) on its
@@ -673,10 +696,7 @@ class ShapeSearch:
         for cells in fixings:
             if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
                 return
-            model = self.model(i) if restricted is None else restricted[0]
-            with fixed_cells(model.model, cells):
-                self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s or self.pattern_s(),
-                           restricted=restricted)
+            self.solve_cells(i, cells, time_limit_s or self.pattern_s(), restricted)
 
     def scaling_out(self, shape: Shape) -> list[int]:
         """Open, promising candidates with the same TP, CP, EP and micro-batch as `shape` over more GPUs, in queue
@@ -731,11 +751,10 @@ class ShapeSearch:
                 if self.remaining() <= 0:  # the build took what was left
                     return
                 tried += 1
-                model, sub = restricted
-                with fixed_cells(model.model, scaled.cells), fixed_decisions(
-                        model.model, sub.options.index(option) if option in sub.options else None,
-                        sub.variants.index(variant) if variant in sub.variants else None, scaled.layers):
-                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, self.pattern_s(), restricted=restricted)
+                sub = restricted[1]
+                self.solve_cells(i, scaled.cells, self.pattern_s(), restricted,
+                                 sub.options.index(option) if option in sub.options else None,
+                                 sub.variants.index(variant) if variant in sub.variants else None, scaled.layers)
 
     def roots(self) -> Iterator[Incumbent]:
         """Plans the climb has not scaled out yet, least objective first: the incumbent, then every former
