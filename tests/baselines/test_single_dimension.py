@@ -29,6 +29,20 @@ def test_single_dimension_leaves_a_thin_link_and_records_its_steps(two_buildings
     assert result.iteration_s < start.iteration_s / 2
 
 
+def test_the_descent_replays_each_distinct_layout_once(two_buildings, monkeypatch):
+    # The steps meet the same layouts again (the current one among the transports' candidates, the placement the
+    # MILP returns unchanged): each is replayed once (`single_dimension.Replays`), yet the result is the same.
+    link = {"capacity_gbit_s": 3200, "transports": ["ecmp_go_back_n", "spray_selective_repeat"]}
+    instance = two_buildings(32, 32, search=SEARCH, link=link)
+    expected = baseline(instance, Kind.single_dimension)
+    replayed = []
+    monkeypatch.setattr(single_dimension, "replay_s",
+                        lambda i, lay: replayed.append(lay.model_dump_json()) or replay_s(i, lay))
+    result = baseline(instance, Kind.single_dimension)
+    assert len(replayed) == len(set(replayed)) > 3
+    assert result.iteration_s == expected.iteration_s and result.steps == expected.steps
+
+
 def test_single_dimension_is_never_slower_than_production(two_buildings):
     """On a fat link with a spraying option: every step is taken only when the replay is faster."""
     link = {"capacity_gbit_s": 3200, "transports": ["ecmp_go_back_n", "spray_selective_repeat"]}
