@@ -159,6 +159,13 @@ def params_gathered_bucketwise(training: Training, variant: DPVariant) -> bool:
     return variant.mode is DPMode.zero1 and training.overlap_param_gather
 
 
+def start_gather_share(training: Training, variant: DPVariant, chunks: int) -> float:
+    """The share of a rank's layers whose parameter gather the start waits for: its first model chunk's, 1 / chunks
+    (the later chunks' gathers queue behind it on the rank's comm stream while the first microbatch's forwards run),
+    the whole stage when zero1 gathers every chunk after the optimizer step (`params_gathered_at_end`)."""
+    return 1.0 if params_gathered_at_end(training, variant) else 1.0 / chunks
+
+
 def start_gather_terms(training: Training, variant: DPVariant, gather_s: float, forward_s: float
                        ) -> tuple[float, float]:
     """(per layer, per stage) seconds of a stage's parameter gather that the MILP's gather0 charges, for n layers of

@@ -152,20 +152,27 @@ class ScheduleOption:
           ZB-H1        rank j defers its W by j microbatches, so j + 1 W follow its last I: a = i / c, b = w / c,
                        k = (j + 1) w / c
           ZB-V         rank j follows its last I (virtual stage j) with 2 j + 1 W, rank 0 closes with its W:
-                       a = i / (2 c), b = w / (2 c), k = (2 j + 1) w / (2 c); None where i < 2 w (at equal stages
-                       rank j then ends j (2 w - i) / (2 c) C after rank 0, rank p - 1 last, and how far past rank j
-                       no chain bounds)
+                       a = i / (2 c), b = w / (2 c), k = (2 j + 1) w / (2 c) (where i < 2 w, at equal stages rank j
+                       ends j (2 w - i) / (2 c) C after rank 0, rank p - 1 last: `lags`)
           interleaved  None (every rank ends its chunks p chunk-backwards apart, as rank 0 does).
         At equal stages rank j leads by a j C + b C - k C, which can be negative under ZB-H1 (i < w): the MILP takes
-        it at 0 then (`formulation.iteration.add_drain_leads`)."""
+        it at 0 then, and as it is under ZB-V (`formulation.iteration.add_drain_leads`)."""
         i, w, c = layer.backward_input_s, layer.backward_weight_s, layer.total_s
         if self.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
             return (i + w) / c, 0.0, 0.0
         if self.schedule is Schedule.zb_h1:
             return i / c, w / c, (rank + 1) * w / c
-        if self.schedule is Schedule.zb_v and i >= 2 * w:
+        if self.schedule is Schedule.zb_v:
             return i / (2 * c), w / (2 * c), (2 * rank + 1) * w / (2 * c)
         return None
+
+    @property
+    def lags(self) -> bool:
+        """Whether rank 0 can end before the pipeline's last op by the drain lead of rank p - 1 when negative
+        (`drain_lead`; ZB-V: at equal stages rank j ends j (2 w - i) / (2 c) C after rank 0 when i < 2 w), which the
+        MILP then takes off rank 0's DP reduction and lets every rank's lead be negative
+        (`formulation.iteration.add_rank_zero_lag`)."""
+        return self.schedule is Schedule.zb_v
 
     @property
     def reduction_piece(self) -> float | None:

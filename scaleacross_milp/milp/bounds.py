@@ -16,10 +16,12 @@ opt >= ceil(L/p) min_k o[k,v]. The right side grows with SC,
 so SC = S; in the cycle c it is convex piecewise linear, least at c0 or a kink above it (`pipeline_floor_s`):
     T >= opt_v + gather0_v + max(min_c [m c + B_o(S, c)],
                                  max_i (min_c [... - credit_i min(c, S)] + share_i dpi_v)),
-with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= g_o min_k g[k,v] (stage 0
-holds at least the option's granularity g_o of layers), (share_i, credit_i) the suffixes of the chunks rank 0 reduces
-last under option o (`ScheduleOption.reduction_suffixes`), as in the MILP's rows (min over c of a max is at least
-the max of the mins).
+with the gathers' own floors cycle >= passes_v ceil(L/p) min_k g[k,v] and gather0_v >= s_o g_o min_k g[k,v] (stage 0
+holds at least the option's granularity g_o of layers, the start waits for the share s_o of them in the first
+chunk, `start_gather_share`), (share_i, credit_i) the suffixes of the chunks rank 0 reduces last under option o
+(`ScheduleOption.reduction_suffixes`), as in the MILP's rows (min over c of a max is at least the max of the mins).
+Under an option that `lags` (ZB-V) rank 0's reduction counts from its own end, which T takes up to the bubble off
+(the MILP's lag0 <= bubble): its terms sit on m c without B_o (`pair_bounds_s`, `pipeline_and_gathers_s`' lagged).
 The shape's bound is the minimum over admissible pairs. Fixed stage times e[j,k] put the LM head on the stage the
 option runs it on (`ShapeContext.head_stage`: stage 0 under ZB-V's V map) with the option's sends; a floor takes
 the least over the options with the same head stage, or over every option where none is fixed.
@@ -38,7 +40,7 @@ import numpy as np
 
 from scaleacross_milp.costmodel import memory
 from scaleacross_milp.costmodel.costs import DPVariant, OpTimes
-from scaleacross_milp.costmodel.dp import dp_cross_phases, start_gather_terms
+from scaleacross_milp.costmodel.dp import dp_cross_phases, start_gather_share, start_gather_terms
 from scaleacross_milp.costmodel.price import held_usd_per_s
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.context import ShapeContext, attainable, stage_memory_table, stage_room_table
@@ -333,7 +335,9 @@ def pair_bounds_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant)
     dpi = float(ctx.dp_sync_floor_s(variant, option.chunks, np.array([most]))[0])
     suffixes = option.reduction_suffixes(ctx.shape.pp, ctx.gpu(ctx.buildings[0]).layer)
     shares, credits = [share for share, _ in suffixes], tuple(credit for _, credit in suffixes)
-    bubbled = [pipeline_floor_s(mb, lines, credit, total, slowest) for credit in credits]
+    # rank 0's reduction counts from its own end, which lags the pipeline's by up to the bubble (`lags`)
+    bubbled = [pipeline_floor_s(mb, ((0.0, 0.0),) if option.lags else lines, credit, total, slowest)
+               for credit in credits]
     start = opt + gather0_floor_s(ctx, option, variant)
     alone = pipeline_floor_s(mb, lines, 0.0, total, slowest)
     if ctx.drain_leads(option) is None:
@@ -351,10 +355,13 @@ def pair_bounds_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant)
 
 
 def gather0_floor_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> float:
-    """The least gather0: stage 0's first gather of the option's granularity of layers (`start_gather_terms`)."""
-    first = [start_gather_terms(ctx.instance.training, variant, gpu.gather_s_per_layer[variant], gpu.layer.forward_s)
+    """The least gather0: stage 0's first gather (`start_gather_terms`) of the option's granularity of layers, of
+    which the start waits for `start_gather_share`."""
+    training = ctx.instance.training
+    first = [start_gather_terms(training, variant, gpu.gather_s_per_layer[variant], gpu.layer.forward_s)
              for gpu in (ctx.gpu(k) for k in ctx.buildings)]
-    return option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
+    share = start_gather_share(training, variant, option.chunks)
+    return share * option.layer_granularity * min(g for g, _ in first) + min(c for _, c in first)
 
 
 @dataclass(frozen=True)
@@ -531,12 +538,15 @@ def next_cap_change(ctx: ShapeContext, cycles: np.ndarray, head: int | None = No
 
 
 def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: float, grain: int = 1,
-                          rooms: np.ndarray | None = None, caps: np.ndarray | None = None) -> np.ndarray:
+                          rooms: np.ndarray | None = None, caps: np.ndarray | None = None,
+                          share: float = 1.0) -> np.ndarray:
     """For each n0 (layers of stage 0), the least `gather0` any layer split with n[0] = n0 allows.
 
-    The MILP's rows (formulation.iteration): gather0 >= n[0] g and, for j > 0,
-    gather0 >= n[j] g - (sum_{i<j} n[i] tauF + j p2p + eF) (g: the variant's least gather time per layer, tauF,
-    p2p, eF: the fastest forward per layer, intra-building send and embedding forward). Under gather0 <= X stage j
+    The MILP's rows (formulation.iteration) for the ranks' first chunks, s = `share` of each stage's layers
+    (`start_gather_share`): gather0 >= s n[0] g and, for j > 0,
+    gather0 >= s n[j] g - (sum_{i<j} s n[i] tauF + j p2p + eF) (g: the variant's least gather time per layer, tauF,
+    p2p, eF: the fastest forward per layer, intra-building send and embedding forward); g and tauF are taken at s
+    times their values. Under gather0 <= X stage j
     holds at most h_j(X) = floor((X + head_j) / g) layers, a multiple of `grain`, at most `rooms`[j] (HBM) and
     caps[i, j] (the cycle, `layer_caps`); filling each stage to h_j maximises every later head start, so X is
     feasible iff those stages hold L layers with none below `grain` (filling past L only relaxes this). A search
@@ -546,12 +556,13 @@ def first_gather_floors_s(ctx: ShapeContext, first_layers: np.ndarray, gather: f
     n0 = np.asarray(first_layers, dtype=float)
     if gather <= 0:
         return np.zeros_like(n0)
+    gather *= share
     most = layers - p + 1
     limit = np.full((len(n0), p), float(most)) if caps is None else np.minimum(caps, most)
     if rooms is not None:
         limit = np.minimum(limit, rooms[None, :])
     fastest = [ctx.gpu(k) for k in ctx.buildings]
-    tau_f = min(gpu.layer.forward_s for gpu in fastest)
+    tau_f = share * min(gpu.layer.forward_s for gpu in fastest)
     send = min(gpu.p2p_intra_s for gpu in fastest) if p > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
 
@@ -612,7 +623,7 @@ class LaterStage:
 
 def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant, first_layers: np.ndarray,
                            first_s: np.ndarray, cycles: np.ndarray, rooms: np.ndarray, extra: np.ndarray,
-                           later: LaterStage | None = None) -> float:
+                           later: LaterStage | None = None, lagged: np.ndarray | None = None) -> float:
     """min over n0 of extra(n0) + P(n0), P(n0) = min over c >= c(n0) of f(c) + F(n0, c): pipeline time
     f(c) = max(m c + B(c), R(n0)) (B: `bubble_floor_s` of `ShapeContext.bubble_lines`; R: the rank paths' floor at
     stage 0's least time `first_s`, `ShapeContext.first_stage_floor_s`; growing with c, as m >= every gamma); with
@@ -624,19 +635,26 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     c_{i+1} = `next_cap_change`(c_i), the caps are those of c_i on all of [c_i, c_{i+1}), so
     P >= min( min_{i < K} f(c_i) + F(n0, caps(c_i)), f(c_K) + F(n0, no caps) ), K = CYCLE_STEPS. F >= n0 g, so the
     (n0, c_i) rows are searched in order of extra + f(c_i) + n0 g, LAZY_ROWS at first and twice as many each time
-    after, until that order's next row cannot beat the least found: the least is the same as over every row."""
+    after, until that order's next row cannot beat the least found: the least is the same as over every row.
+    `lagged`: the part of extra that counts from rank 0's own end under an option that `lags`, whose lag may take
+    the bubble (extra + f(c) >= max(extra - lagged + f(c), extra + m c))."""
     mb, grain = ctx.shape.microbatches, option.layer_granularity
     head = ctx.head_stage(option)
     total, _ = stage_floors_s(ctx, head)
     lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
+    fill = fill_gathers_floor_s(ctx, option, variant)
 
     def pipeline(c: np.ndarray, until: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
         """The pipeline's floor over cycles [c, until) per row (rows: the n0 of `first_layers`, repeated; until
         infinite: no upper end), as f(c) grows with c: a quick floor of every row (the later stage's row at m c),
-        and the floor itself of the rows asked for (its drained bubble, `least_drained_s`)."""
+        and the floor itself of the rows asked for (its drained bubble, `least_drained_s`). The fill's gather waits,
+        which shrink as the cycle grows, are taken at `until`."""
         repeats = len(c) // len(first_layers)
-        bubbled = mb * c + bubble_floor_s(lines, total, c)
+        streamed = mb * c + fill(np.tile(first_layers, repeats), until)
+        bubbled = streamed + bubble_floor_s(lines, total, c)
         quick = np.tile(extra, repeats) + np.maximum(bubbled, np.tile(paths, repeats))
+        if lagged is not None:
+            quick = np.maximum(quick - np.tile(lagged, repeats), np.tile(extra, repeats) + streamed)
         if later is None:
             return quick, lambda rows: quick[rows]
         tail = np.tile(later.extra, repeats)
@@ -662,6 +680,7 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         return lazy_least(quick, exact)
     gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
                                     ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
+    share = start_gather_share(ctx.instance.training, variant, option.chunks)
 
     n = len(cycles)
     steps = [np.asarray(cycles, dtype=float)]
@@ -670,8 +689,24 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     caps = np.vstack([layer_caps(ctx, c, head) for c in steps[:-1]] + [np.full((n, ctx.shape.pp), np.inf)])
     first = np.tile(first_layers, CYCLE_STEPS + 1)
     quick, exact = pipeline(np.concatenate(steps), np.concatenate([*steps[1:], np.full(n, np.inf)]))
-    return lazy_least(quick + np.maximum(first * gather, 0.0), lambda rows: exact(rows) + first_gather_floors_s(
-        ctx, first[rows], gather, grain, rooms, caps[rows]))
+    return lazy_least(quick + np.maximum(share * first * gather, 0.0), lambda rows: exact(rows) + first_gather_floors_s(
+        ctx, first[rows], gather, grain, rooms, caps[rows], share))
+
+
+def fill_gathers_floor_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant
+                         ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """f(n0, c): the least fill_gathers (`formulation.iteration.add_chunk_gather_waits`) at n0 layers of stage 0 and a
+    cycle of at most c: (v - 1) max(0, (n0 / v) g' - sigma_v c - p2p) with v chunks per rank (Cst[0] <= cycle; g' the
+    least start gather per layer, `start_gather_terms`); 0 with one chunk or where the MILP has no such rows."""
+    v, training = option.chunks, ctx.instance.training
+    gather = min(start_gather_terms(training, variant, ctx.gpu(k).gather_s_per_layer[variant],
+                                    ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
+    if v == 1 or start_gather_share(training, variant, v) == 1.0 or gather <= 0:
+        return lambda n0, c: np.zeros(len(n0))
+    layer = ctx.gpu(ctx.buildings[0]).layer
+    sigma = layer.forward_s / (v * layer.total_s)
+    send = min(ctx.gpu(k).p2p_intra_s for k in ctx.buildings)
+    return lambda n0, c: (v - 1) * np.maximum(0.0, n0 * gather / v - sigma * c - send)
 
 
 def lazy_least(lower: np.ndarray, value: Callable[[np.ndarray], np.ndarray]) -> float:
@@ -739,8 +774,10 @@ def sharpened_bound_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVari
     if ctx.drain_leads(option) is None:
         return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(dpi))
     stage0 = ctx.dp_sync_floor_s(variant, option.chunks, n0)
-    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + crossing(stage0),
-                                  LaterStage(opt + crossing(dpi), rest, c0, c0_most))
+    own = crossing(stage0)
+    lagged = np.maximum(0.0, own - min(pp for pp, _ in alternatives)) if option.lags else None
+    return pipeline_and_gathers_s(ctx, option, variant, n0, c0, c, rooms, opt + own,
+                                  LaterStage(opt + crossing(dpi), rest, c0, c0_most), lagged)
 
 
 def stage_memory(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant) -> tuple[np.ndarray, np.ndarray]:

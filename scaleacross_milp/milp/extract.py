@@ -91,9 +91,9 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     latency = sum(_val(m.lat[b]) * (opt.wrap_crossings if b == wrap else opt.boundary_crossings) for b in m.B)
     unpaired = _val(m.ep_unpaired) if hasattr(m, "ep_unpaired") else 0.0
     pipe = mb * cycle + bubble + 2 * latency + _val(m.fill_sends) + unpaired
-    dp = _val(m.dp_exposed)
+    dp = max(0.0, _val(m.dp_exposed) - _val(m.lag0))  # rank 0's reduction counts from its own end
     gathers = mb * max(0.0, min(_val(m.gather), cycle) - stage_s)  # cycle time the comm stream adds
-    dp += _val(m.gather0) + gathers
+    dp += _val(m.gather0) + _val(m.fill_gathers) + gathers
     optimizer = _val(m.opt)
     exposed_pp = max(0.0, pipe - mb * stage_s - bubble - gathers - unpaired)
     remainder = max(0.0, _val(m.T) - pipe - dp - optimizer)

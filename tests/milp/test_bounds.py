@@ -115,8 +115,19 @@ def _draining_zero_bubble(tiny):
     return instance, Shape(tp=8, pp=8, dp=4, micro_batch=1, microbatches=8)
 
 
+def _chunked_gathers(tiny):
+    """ZB-V and interleaving (2 chunks), FSDP without reshard, TP8 PP4 DP4 over two halls of 8:1-oversubscribed pods:
+    each chunk's gather outlasts a chunk's forward (the fill waits on it), and ZB-V's later ranks end after rank 0
+    (rank 0's reduction counts from its own end, its lag taken off T)."""
+    halls = [{"name": name, "gpus": 64, "gpu_type": "h100", "pod_gpus": 16, "oversubscription": 8} for name in "AB"]
+    instance = tiny(buildings=halls, links=LINK, global_batch_sequences=32,
+                    search={"schedules": ["zb-v", "interleaved"], "interleave_chunks": [2],
+                            "dp_modes": ["fsdp-no-reshard"]})
+    return instance, Shape(tp=8, pp=4, dp=4, micro_batch=1, microbatches=8)
+
+
 @pytest.mark.parametrize("case", [_two_halls, _mixed_halls, _tight_memory, _deeper_gather, _draining_reductions,
-                                  _draining_zero_bubble])
+                                  _draining_zero_bubble, _chunked_gathers])
 def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     # The MILP carries the first-stage bound as a row (`shape_floor`); without it, its optimum must still be at
     # or above both analytical bounds and the screening floor, or the row would cut off real layouts.

@@ -219,6 +219,8 @@ def test_a_zb_v_pipeline_of_uneven_stages_is_priced_along_its_own_critical_path(
     # The bundled pp-out-2b's ZB-V layout of 16 stages of 2 to 6 layers, split between its halls by a 400 Gb/s link:
     # the stream paths found at equal stage times left Tpipe 0.34 s below the longest path at its own stage and
     # transfer times, and the layout priced 7.2 % below its replay; that path's row (milp.path_cuts) prices it.
+    # Its two-layer rank 0 ends 142 ms before the last rank, whose reduction counts from there (rank 0's lag, taken
+    # at 163 ms from the drain chain of the rank that ends last, which bounds rank 0's end from below).
     instance = load_instance(ROOT / "instances" / "pp-out-2b-thin-link-llama3-70b.json")
     layers = [2, 4, 4, 6, 6, 6, 6, 6, 6, 6, 4, 6, 6, 4, 6, 2]
     stages = [StagePlacement(stage=j, layers=n, cells_per_building={"A" if j < 8 else "B": 8})
@@ -227,7 +229,47 @@ def test_a_zb_v_pipeline_of_uneven_stages_is_priced_along_its_own_critical_path(
                     schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
                     pipelines=[{"buildings": ["A"] * 8 + ["B"] * 8, "pipelines": 8}],
                     transports={"A-B": "ecmp_selective_repeat"})
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.015)
+
+
+def test_a_zb_v_pipeline_whose_gathers_outlast_a_chunk_s_forward_is_priced_as_replayed():
+    # Generated medium seed 65's plan: Mixtral 8x7B, ZB-V over 4 stages of 8 layers in one building, FSDP without
+    # reshard, each chunk's parameter gather (83-98 ms) 3.6 times its forward. The start waits for each rank's first
+    # chunk only; rank 0's second chunk (the turn of the V) waits its gather beyond the forward before it (72 ms in
+    # the replay), and rank 1, whose chunks finish their backwards last, exposes 277 ms of reduction after its own
+    # end, 10 ms after rank 0's. The MILP priced both chunks' gathers at the start and only rank 0's reduction:
+    # 3.8 % below the replay.
+    instance = generate_instance(65, Size.medium)
+    stages = [StagePlacement(stage=j, layers=8, cells_per_building={"s2-b3": 12}) for j in range(4)]
+    layout = Layout(shape=Shape(tp=1, cp=1, ep=8, pp=4, dp=96, micro_batch=1, microbatches=13),
+                    schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": ["s2-b3"] * 4, "pipelines": 96}])
     assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)
+
+
+def test_each_later_chunk_s_first_gather_delays_an_interleaved_pipeline_s_fill():
+    # Bundled campus-2b, interleaved v = 4 over 4 stages of 20 layers, FSDP without reshard, the pipelines split
+    # between the halls: each chunk's first forward after the first waits for its gather beyond the forward before
+    # it, three times on the first microbatch's way (113 ms in the replay). Priced 5 % below the replay without it.
+    instance = load_instance(ROOT / "instances" / "campus-2b-llama3-70b.json")
+    stages = [StagePlacement(stage=j, layers=20, cells_per_building={"A": 64, "B": 64}) for j in range(4)]
+    layout = Layout(shape=Shape(tp=4, cp=2, ep=1, pp=4, dp=128, micro_batch=1, microbatches=8),
+                    schedule=Schedule.interleaved, interleave=4, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": ["A"] * 4, "pipelines": 64}, {"buildings": ["B"] * 4, "pipelines": 64}])
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.015)
+
+
+def test_a_zb_v_pipeline_whose_rank_0_ends_first_is_priced_from_rank_0_s_end():
+    # The bundled campus-2b's ZB-V optimum of session 42: 8 stages of 10 layers, four in each hall. Under ZB-V each
+    # later rank ends after rank 0 (its input backward is shorter than two weight backwards), rank 7 25 ms after it;
+    # rank 0's reduction counts from rank 0's end, not the pipeline's. Added to the pipeline's end, the layout was
+    # priced 2.2 % above its replay.
+    instance = load_instance(ROOT / "instances" / "campus-2b-llama3-70b.json")
+    stages = [StagePlacement(stage=j, layers=10, cells_per_building={"A" if j < 4 else "B": 64}) for j in range(8)]
+    layout = Layout(shape=Shape(tp=4, cp=2, ep=1, pp=8, dp=64, micro_batch=1, microbatches=16),
+                    schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": ["A"] * 4 + ["B"] * 4, "pipelines": 64}])
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.015)
 
 
 def split_stage_over_a_fat_link() -> tuple:

@@ -44,11 +44,13 @@ on the fastest type anywhere in the cluster, C0 priced generated medium seed 166
 GPUs half as fast, whose reduction hides behind its last backward, with 460 ms of exposed DP against the replay's
 11 ms; M: stage j's time at its most layers; C_j for j > 0 only with the rows below).
 Stage j > 0 ends its last backward before rank 0 does: the last microbatch's backward still runs down ranks j - 1,
-..., 0. Under 1F1B, GPipe, ZB-H1 and ZB-V (where i >= 2w) `ScheduleOption.drain_lead` bounds that lead from below by
+..., 0. Under 1F1B, GPipe, ZB-H1 and ZB-V `ScheduleOption.drain_lead` bounds that lead from below by
 a sum_{r<j} C_r + b C_0 - k_j Cst[j] (the ops after rank j's last input backward, k_j Cst[j], taken at the slowest
 copy), which can be negative (a heavy stage j under ZB-H1): rows drain_lead, drain_clip with binaries behind[j],
     lead[j] <= a sum_{r<j} C_r + b C_0 - k_j Cst[j] + k_j M behind[j] + M (1 - u[o]),   lead[j] <= M (1 - behind[j])
-(lead[j] <= M (1 - u[o]) under an option without leads; M: the cycle's and the pipeline's bounds), so stage j's
+(lead[j] <= M (1 - u[o]) under an option without leads; M: the cycle's and the pipeline's bounds; under ZB-V, whose
+later ranks end after rank 0 when i < 2w, the lead itself, negative too, and rank 0's lag lag0 taken off T:
+`add_rank_zero_lag`), so stage j's
 intra-building sync counts in the rows above only beyond its lead, dpi >= dpi_stage[j] - lead[j] (dpi_others), and
 from its own rank's end with its own credit (`reduction_suffixes` of rank j: under ZB-V rank j > 0 runs only j W
 after the op finalising its first chunk):
@@ -57,10 +59,11 @@ after the op finalising its first chunk):
 latest intra-building part, dpx being the busiest link's, which stage 0's traffic can set alone (with it in rank j's
 rows, generated medium seed 163's ZB-V plan priced 11 % above its replay). Counted from rank 0's end, generated
 medium seed 59's ZB-H1 plan, whose four one-layer stages on a slow fabric end 0.27 s before the pipeline, priced
-12.8 % above its replay, 6.8 % now (the lead's chain leaves out the queue of a slow stage's cool-down); under ZB-V
-with i < 2w rank p - 1 ends last, nothing bounds rank j's lead, and the rows taken from rank j's own end over-priced
-the plans whose ranks end apart (the campus-2b and lossy-2b optima left ZB-V for plans 1-3 % dearer): no leads.
-(Generated medium seed 148, TP4 EP32 PP3 ZB-V, priced 3.6 % below its replay, now 0.2 %.) Under interleaving
+12.8 % above its replay, 6.8 % now (the lead's chain leaves out the queue of a slow stage's cool-down). Under ZB-V
+with i < 2w rank j ends j (2w - i) / (2c) C after rank 0 at equal stages: without leads there (rank 0's reduction
+alone), generated medium seed 65's ZB-V plan, whose rank 1 exposes 277 ms of reduction after its own end against
+rank 0's 170 ms, was priced 3.8 % below its replay. (Generated medium seed 148, TP4 EP32 PP3 ZB-V, priced 3.6 % below
+its replay, 0.2 % with leads where i >= 2w.) Under interleaving
 rank 0's last chunk, virtual stage 0, holds the embedding's whole collective E_v besides its 1 / v share phi_o of the
 layers' (`add_dp_overlap`):
     dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
@@ -74,14 +77,18 @@ all-gather takes g[k,v]); prefetching hides the gathers behind compute only whil
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
 forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
     gather >= passes_v (n[j] g[k,v] + [j = 0] gE[k,v] + Hd[j] gH[k,v]) - ...,   cycle >= gather
-    gather0 >= n[j] g'[k,v] + c[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (n[i] tauF + p2p) - [j > 0] eF - ...
+    gather0 >= s n[j] g'[k,v] + c[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (s n[i] tauF + p2p) - [j > 0] eF - ...
     (tauF, p2p, eF: forward time of a layer, an intra-building send and the embedding on the fastest GPU type;
     stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank;
+    s = `start_gather_share`, 1 / c under the options of c chunks per rank (rows per chunk count, - M (1 - U_c)):
+    the start waits for each rank's first chunk, the later chunks' gathers delay the fill (`add_chunk_gather_waits`:
+    priced at the start, both of generated medium seed 65's ZB-V chunks waited 181 ms where its replay waited 98);
     (g', c) = `costmodel.dp.start_gather_terms`: (g, 0), or (max(0, g - f), min(g, f)) for zero1 under
     overlap_param_gather, whose first forward waits only for its first bucket and the stream's shortfall)
 zero1 without overlap_param_gather gathers its updated parameters after the optimizer step, every stage at once:
 the same gather0 rows with no head start and the head counted under every option (Hd), after opt in T's sum.
-    T >= Tpipe + dp_exposed + opt + gather0,     T >= busy[a] for every arc
+    T >= Tpipe - lag0 + dp_exposed + opt + gather0,   T >= Tpipe + opt + gather0,   T >= busy[a] for every arc
+(lag0: how far rank 0 ends before the pipeline, `add_rank_zero_lag`, 0 but under ZB-V)
 (the objective, minimise T or the iteration's cost, is set by `cost.add_objective`)
 A re-gather is issued once the op two before the one that needs it has finished, so it overlaps only what runs
 between: the sends of that op, the op just before and its sends. An op that needs one (F, and I or B) waits
@@ -173,14 +180,19 @@ def _fixed_terms(m: pyo.ConcreteModel, ctx: ShapeContext, j: int, building: str,
 
 def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_layer: LayerCost, cost: Cost,
                     head_where: Callable[[ScheduleOption], bool] | None = None,
-                    head_start: Callable[[int], object] | None = None, per_stage: dict | None = None,
-                    at_end: list[bool] | None = None) -> None:
+                    head_start: Callable[[int, float], object] | None = None, per_stage: dict | None = None,
+                    at_end: list[bool] | None = None, first_chunk: bool = False) -> None:
     """Add var `name` >= n[j] per_layer(average layer) + either kind's layers beyond their share times what it adds
-    (`layer_kinds`) + per_stage[price group, variant] + the fixed parameters' `cost` (`_fixed_terms`) - head_start(j)
-    over every held (j, k) and the chosen variant, per_layer read from building k's cost tables (head_start: an
-    expression >= 0, none by default; per_stage: 0 by default); when every price group gives the same numbers, the
-    rows of one building without the holding condition. A variant flagged in `at_end` has no head start and
-    counts the head under every option (its term runs after the step, not before the first forward)."""
+    (`layer_kinds`) + per_stage[price group, variant] + the fixed parameters' `cost` (`_fixed_terms`) - head_start(j, 1)
+    over every held (j, k) and the chosen variant, per_layer read from building k's cost tables (head_start(j, s): an
+    expression >= 0 with s of the earlier stages' layers, none by default; per_stage: 0 by default); when every price
+    group gives the same numbers, the rows of one building without the holding condition. A variant flagged in
+    `at_end` has no head start and
+    counts the head under every option (its term runs after the step, not before the first forward).
+    With `first_chunk` (gather0) the term is a rank's first model chunk's: under the options of c chunks per rank,
+    1 / c of the layers' terms (all of them for a variant flagged in `at_end`) and head start head_start(j, 1 / c),
+    less M (1 - sum_{o: c_o = c} u[o]) (`_first_chunks`; the later chunks' waits are the fill's,
+    `add_chunk_gather_waits`)."""
     most = ctx.instance.model_spec.layers - ctx.shape.pp + 1
     groups = [ctx.gpu(key) for key in ctx.price_groups]
     layer = {(g, v): per_layer(ctx.gpu(g), var) for g in ctx.price_groups for v, var in enumerate(ctx.variants)}
@@ -203,22 +215,41 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
 
     # every group prices this term alike (the optimizer step reads the GPU type only): one row set, no big-M
     alike = len({numbers(g) for g in ctx.price_groups}) == 1
+    sets = _first_chunks(m, ctx, big, first_chunk)
+    whole = [1.0 if at_end and at_end[v] else 0.0 for v in variants]
     rows = []
     for j in m.J:
-        start = None if head_start is None else head_start(j)
         for k in (ctx.buildings[:1] if alike else m.K):
-            lhs = var if alike else var + big * (1 - m.y[j, k])
             group = ctx.price_group[k]
-            terms = [([layer[group, v] for v in variants], m.n[j]),
-                     *excess_terms(m, j, [excess[group, v] for v in variants]),
-                     *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
-            if start is not None:
-                terms.append((started, start))
-            constant = None if per_stage is None else [per_stage[group, v] for v in variants]
-            rows += choice_lower_bounds(lhs, terms, m.w, variants, big, constant)
+            for share, chosen in sets:
+                lhs = (var if alike else var + big * (1 - m.y[j, k])) + chosen
+                scale = [max(share, flag) for flag in whole]
+                terms = [([layer[group, v] * scale[v] for v in variants], m.n[j]),
+                         *excess_terms(m, j, [excess[group, v] * scale[v] for v in variants]),
+                         *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
+                if head_start is not None:
+                    terms.append((started, head_start(j, share)))
+                constant = None if per_stage is None else [per_stage[group, v] for v in variants]
+                rows += choice_lower_bounds(lhs, terms, m.w, variants, big, constant)
         if not alike:
-            rows.append(var + (0.0 if start is None else start) >= min(layer.values()) * m.n[j])
+            share = min(share for share, _ in sets)
+            rows.append(var + (0.0 if head_start is None else head_start(j, share))
+                        >= share * min(layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
+
+
+def _first_chunks(m: pyo.ConcreteModel, ctx: ShapeContext, big: float, first_chunk: bool) -> list[tuple]:
+    """(share of the layers, M (1 - U_c)) per row set of `_slowest_holder`: one set (1, 0) without `first_chunk` or
+    when every option runs one chunk per rank, else (1 / c, M (1 - U_c)) per chunk count c of the options (U_c: their
+    binaries, 0 when every option has c)."""
+    counts = sorted({option.chunks for option in ctx.options})
+    if not first_chunk or counts == [1]:
+        return [(1.0, 0.0)]
+    sets = []
+    for c in counts:
+        holding = [o for o, option in enumerate(ctx.options) if option.chunks == c]
+        sets.append((1.0 / c, 0.0 if len(holding) == len(ctx.options) else big * (1 - sum(m.u[o] for o in holding))))
+    return sets
 
 
 def _stage_curves(ctx: ShapeContext, building: str, variant: DPVariant, j: int) -> list[tuple[list[int] | None,
@@ -295,15 +326,17 @@ def intra_most_s(ctx: ShapeContext, j: int) -> float:
                for option in ctx.options)
 
 
-def add_drain_leads(m: pyo.ConcreteModel, leads: DrainLeads, bounds: dict[str, float]) -> None:
-    """Vars lead[j] <= max(0, how far rank 0's last op ends after rank j's) under the chosen option, 0 under an
-    option without leads (module docstring; rows drain_lead, and drain_clip with binaries behind[j] where the lead
-    can be negative), and lead[j] <= bubble (rows lead_in_bubble: the drain is pipeline idle time, which is what
-    lets `bounds` take a later stage's reduction at its most layers, less the bubble)."""
+def add_drain_leads(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, bounds: dict[str, float]) -> None:
+    """Vars lead[j] <= max(0, how far rank 0's last op ends after rank j's) under the chosen option, that itself,
+    negative too, under an option that `lags` (ZB-V), 0 under an option without leads (module docstring; rows
+    drain_lead, and drain_clip with binaries behind[j] where the lead can be negative), and lead[j] <= bubble (rows
+    lead_in_bubble: the drain is pipeline idle time, which is what lets `bounds` take a later stage's reduction at
+    its most layers, less the bubble)."""
     later, big = list(m.J)[1:], bounds["pipeline"]
-    m.lead = pyo.Var(later, domain=pyo.NonNegativeReals)
+    lagging = {o for o in leads if ctx.options[o].lags}
+    m.lead = pyo.Var(later, domain=pyo.Reals if lagging else pyo.NonNegativeReals)
     m.lead_in_bubble = pyo.Constraint(later, rule=lambda m, j: m.lead[j] <= m.bubble)
-    if any(k > 0 for per_rank in leads.values() for _, _, k in per_rank.values()):
+    if any(k > 0 for o, per_rank in leads.items() if o not in lagging for _, _, k in per_rank.values()):
         m.behind = pyo.Var(later, domain=pyo.Binary)
         m.drain_clip = pyo.Constraint(later, rule=lambda m, j: m.lead[j] <= big * (1 - m.behind[j]))
     rows = []
@@ -314,9 +347,39 @@ def add_drain_leads(m: pyo.ConcreteModel, leads: DrainLeads, bounds: dict[str, f
                 rows.append(m.lead[j] <= chosen)
                 continue
             a, b, k = leads[o][j]
-            behind = k * bounds["cycle"] * m.behind[j] if k > 0 else 0.0
+            behind = k * bounds["cycle"] * m.behind[j] if k > 0 and o not in lagging else 0.0
             rows.append(m.lead[j] <= a * sum(m.C[r] for r in range(j)) + b * m.C[0] - k * m.Cst[j] + behind + chosen)
     add_rows(m, "drain_lead", rows)
+
+
+def add_rank_zero_lag(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, bounds: dict[str, float]) -> None:
+    """Var lag0 >= 0, how far rank 0's last op ends before the pipeline's under an option that `lags` (ZB-V), 0
+    otherwise: at most the bubble and, for one rank j > 0 picked by binaries ends_last[j] (at most one), minus its
+    drain lead, rank j's last W ops against the chain of input backwards down to rank 0 (`ScheduleOption.drain_lead`
+    (a, b, k) of rank j):
+        lag0 <= k_j C[j] - a sum_{r<j} Cst[r] - b Cst[0] + M (1 - ends_last[j]) + M (1 - u[o]),
+        lag0 <= M sum_j ends_last[j],   sum_j ends_last[j] <= sum_{o lags} u[o],   lag0 <= bubble   (rows lag_bound)
+    (C[j] <= the stage's time on its fastest holder and Cst[r] >= the stages' times, so neither can be inflated
+    to claim more; M: `big_m_bounds`' pipeline). Rank 0's DP rows count from its own end, so T takes lag0 off
+    (`add_iteration`); every rank's lead may then be negative (`add_drain_leads`). The bundled campus-2b's ZB-V
+    optimum ends rank 0 25 ms before rank 7 in its replay, pp-out-2b's ZB-V layout of 2-6 layer stages 142 ms
+    before its last rank."""
+    m.lag0 = pyo.Var(domain=pyo.NonNegativeReals)
+    lagging = [o for o in leads if ctx.options[o].lags]
+    if not lagging:
+        m.lag0.fix(0.0)
+        return
+    later, big = list(m.J)[1:], bounds["pipeline"]
+    m.ends_last = pyo.Var(later, domain=pyo.Binary)
+    rows = [m.lag0 <= m.bubble, m.lag0 <= big * sum(m.ends_last[j] for j in later),
+            sum(m.ends_last[j] for j in later) <= (1 if len(lagging) == len(m.O) else sum(m.u[o] for o in lagging))]
+    for o in lagging:
+        chosen = 0.0 if len(m.O) == 1 else big * (1 - m.u[o])
+        for j in later:
+            a, b, k = leads[o][j]
+            rows.append(m.lag0 <= k * m.C[j] - a * sum(m.Cst[r] for r in range(j)) - b * m.Cst[0]
+                        + big * (1 - m.ends_last[j]) + chosen)
+    add_rows(m, "lag_bound", rows)
 
 
 def add_credit_caps(m: pyo.ConcreteModel, ctx: ShapeContext, stages: list[int]) -> None:
@@ -501,6 +564,59 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.gather_wait_cycle = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j] + m.gather_wait[j])
 
 
+def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+    """Vars chunk_wait[o], chunk_last[o] and rows chunk_wait_bound, chunk_last_bound, fill_gather_bound on
+    fill_gathers (the pipeline's makespan rows add it, `pipeline`; module docstring). Under an option o of c > 1
+    chunks per rank, the first forward of each chunk after the first waits for its gather, issued at the end of the
+    op two before, which hides only the op before, a forward of the chunk before, F_c = sigma_c Cst[j] (sigma_c =
+    f / (c (f + i + w))), and its send. The first microbatch's forwards wait once per chunk boundary, at rank 0,
+    whose chunk gathers last (the later ranks' waits hide behind it), and at the last boundary on the rank whose
+    last chunk holds the head if that waits longer (rank p - 1 under interleaving; under ZB-V rank 0, the turn of
+    the V). With x_j = (n[j] / c) g'[k,v] + c[k,v] - sigma_c Cst[j] - p2p at the holder k and variant v,
+        chunk_wait[o] >= x_0                                   - M (1 - y[0,k]) - M (1 - w[v])   (chunk_wait_bound)
+        chunk_last[o] >= x_j + H_o[j] gH[k,v]  for j = 0, and p - 1 under interleaving, - the same  (chunk_last_bound)
+        fill_gathers >= (c - 2) chunk_wait[o] + chunk_last[o] - M (1 - u[o])                      (fill_gather_bound)
+    (g', c: `start_gather_terms`; H_o[j]: the head on stage j under o; M: `big_m_bounds`' cycle_most, c of it in
+    fill_gather_bound; none for a variant gathering after the step or not at all). Bundled campus-2b's interleaved
+    v = 4 plan's first microbatch waited 113 ms on them in its replay, generated medium seed 65's ZB-V plan 72 ms."""
+    chunked = [o for o, option in enumerate(ctx.options) if option.chunks > 1]
+    training, layer = ctx.instance.training, ctx.gpu(ctx.buildings[0]).layer
+    gathered = [v for v, var in enumerate(ctx.variants) if not params_gathered_at_end(training, var)
+                and any(ctx.gpu(k).gather_s_per_layer[var] > 0 for k in ctx.buildings)]
+    if not chunked or not gathered:
+        return
+    send = min(ctx.gpu(k).p2p_intra_s for k in ctx.buildings)
+    big, last = bounds["cycle_most"], ctx.shape.pp - 1
+
+    def unit(j: int, k: str, v: int, c: int):
+        """x_j at holder k and variant v, with what each row leaves off when its choice is not made."""
+        gpu, group, var = ctx.gpu(k), ctx.price_group[k], ctx.variants[v]
+        per_layer, bucket = start_gather_terms(training, var, gpu.gather_s_per_layer[var], gpu.layer.forward_s)
+        excess = ctx.kind_excess(lambda costs: start_gather_terms(
+            training, var, costs.building(group).gather_s_per_layer[var], gpu.layer.forward_s)[0]) / c
+        off = (1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0)
+        return (per_layer / c * m.n[j] + excess_s(m, j, excess) + bucket
+                - layer.forward_s / (c * layer.total_s) * m.Cst[j] - send - big * off)
+
+    m.chunk_wait = pyo.Var(chunked, domain=pyo.NonNegativeReals)
+    m.chunk_last = pyo.Var(chunked, domain=pyo.NonNegativeReals)
+    waits, lasts, fills = [], [], []
+    for o in chunked:
+        option = ctx.options[o]
+        c = option.chunks
+        ends = [0] if option.schedule is Schedule.zb_v else sorted({0, last})
+        for k in m.K:
+            for v in gathered:
+                waits.append(m.chunk_wait[o] >= unit(0, k, v, c))
+                lasts += [m.chunk_last[o] >= unit(j, k, v, c) + ctx.gpu(k).head_dp.gather_s[ctx.variants[v]]
+                          * head_on(m, ctx, j, lambda candidate, option=option: candidate is option) for j in ends]
+        chosen = 0.0 if len(m.O) == 1 else c * big * (1 - m.u[o])
+        fills.append(m.fill_gathers >= (c - 2) * m.chunk_wait[o] + m.chunk_last[o] - chosen)
+    add_rows(m, "chunk_wait_bound", waits)
+    add_rows(m, "chunk_last_bound", lasts)
+    add_rows(m, "fill_gather_bound", fills)
+
+
 def gathered_op_share(ctx: ShapeContext, option: ScheduleOption) -> float:
     """sigma_o: the largest share of a stage's time in one op that waits on a parameter gather (docstring)."""
     layer = ctx.gpu(ctx.buildings[0]).layer
@@ -600,13 +716,15 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
     leads = drain_leads(ctx)
     add_credit_caps(m, ctx, list(m.J) if leads else [0])
     if leads:
-        add_drain_leads(m, leads, bounds)
+        add_drain_leads(m, ctx, leads, bounds)
+    add_rank_zero_lag(m, ctx, leads, bounds)
     add_intra_dp_sync(m, ctx)
     _slowest_holder(m, ctx, "opt", lambda gpu, var: gpu.optimizer_s_per_layer[var], lambda fixed: fixed.optimizer_s)
     _slowest_holder(m, ctx, "gather", lambda gpu, var: gather_passes(var.mode) * gpu.gather_s_per_layer[var],
                     lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
     add_gather_waits(m, ctx)
+    add_chunk_gather_waits(m, ctx, bounds)
     add_cross_gather_waits(m, ctx, bounds["cycle"])
     fastest = [ctx.gpu(k) for k in ctx.buildings]
     layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
@@ -619,11 +737,15 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
 
     _slowest_holder(m, ctx, "gather0", lambda gpu, var: start_terms(gpu, var)[0],
                     lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
-                    head_start=lambda j: sum(layer_fwd * m.n[i] + send for i in range(j)) + (embedding if j else 0.0),
+                    head_start=lambda j, share: sum(share * layer_fwd * m.n[i] + send for i in range(j))
+                    + (embedding if j else 0.0),
                     per_stage={(g, v): start_terms(ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
-                    at_end=[params_gathered_at_end(training, var) for var in ctx.variants])
+                    at_end=[params_gathered_at_end(training, var) for var in ctx.variants],
+                    first_chunk=True)
     add_dp_overlap(m, ctx, leads, bounds)
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
-    m.iteration = pyo.Constraint(expr=m.Tpipe + m.dp_exposed + m.opt + m.gather0 <= m.T)
+    m.iteration = pyo.Constraint(expr=m.Tpipe - m.lag0 + m.dp_exposed + m.opt + m.gather0 <= m.T)
+    if not m.lag0.fixed:
+        m.iteration_lagged = pyo.Constraint(expr=m.Tpipe + m.opt + m.gather0 <= m.T)
     m.link_bound = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] <= m.T)

@@ -23,7 +23,9 @@ on rank j as a multiple of Cst[j], g = m - a_r), so a cycle stretched by links o
 (M: the right side at every stage's most time)
 (m cycle + bubble is the path at cycle = Cst[r]; in bubble_bound such an option takes beta_o = F / C, rank p - 1's
 path, whose other ranks run one forward each: implied by its bubble_path row, it keeps a choice-free floor.)
-    Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill   (fill: see `traffic`)
+    Tpipe  >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + fill_gathers
+(fill: see `traffic`; fill_gathers: the first microbatch's waits on later chunks' parameter gathers,
+`iteration.add_chunk_gather_waits`)
 (choice-dependent rows as in `disjunction`; `bounds` reads the floors these rows allow, `ShapeContext.bubble_lines`)
 and, but for GPipe and interleaving, rank j keeps only K_j microbatches in flight, so its round trip bounds the
 cycle (rows round_trip). Under 1F1B and ZB-H1, K_j = p - j and the round trip runs out to rank p - 1 and back:
@@ -59,7 +61,7 @@ plus its latency; the chain's excess over the cycle is
     direction per phase, are priced per link by `traffic`'s gpipe_sends, and per boundary by the stream paths)
 and it recurs on K_{o,b} microbatches (K = m - 2 ceil((p - 1 - b) / 2) for 1F1B / ZB-H1: every one but those in
 the ranks' warm-up and cool-down, counted by replaying the orders with a delay per crossing; ZB-V K = m - 2):
-    Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + K_{o,b} steady[b]
+    Tpipe >= m cycle + bubble + 2 (chi_o sum_b lat[b] + omega_o lat[wrap]) + fill + fill_gathers + K_{o,b} steady[b]
     tx[b] >= the time of A sum_{(s,t): a in R(s,t)} (f[b,s,t] + f[b,t,s]) GB on every arc a, priced by the line
              the arc's pipeline sends pick for each queue-pair class (`traffic.line_rows`, units of A GB, the
              intercept on only when some pipeline of the class crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
@@ -162,9 +164,10 @@ def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, floa
     if wrap is not None:
         terms.append(([2 * w for w in omega], m.lat[wrap]))
     m.fill_sends = pyo.Var(domain=pyo.NonNegativeReals)
+    m.fill_gathers = pyo.Var(domain=pyo.NonNegativeReals)  # rows in iteration.add_chunk_gather_waits
     unpaired = add_ep_unpaired(m, ctx, options)
-    add_rows(m, "makespan", choice_lower_bounds(m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends - unpaired, terms,
-                                                m.u, options, big))
+    add_rows(m, "makespan", choice_lower_bounds(
+        m.Tpipe - mb * m.cycle - m.bubble - m.fill_sends - m.fill_gathers - unpaired, terms, m.u, options, big))
     add_steady_sends(m, ctx, regular, terms, big, bounds["pp_arc"])
 
     v_shaped = [ctx.options[o].schedule is Schedule.zb_v for o in options]
@@ -291,8 +294,9 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
         on = [1.0 if k else 0.0 for k in count]
         excess += choice_lower_bounds(m.steady[b] + m.cycle, [
             (a, m.Cst[b]), (c, m.Cst[b + 1]), (on, m.lat[b] + m.tx[b])], m.u, options, big)
-        makespan += choice_lower_bounds(m.Tpipe - ctx.shape.microbatches * m.cycle - m.bubble - m.fill_sends,
-                                        [*terms, (count, m.steady[b])], m.u, options, big)
+        makespan += choice_lower_bounds(
+            m.Tpipe - ctx.shape.microbatches * m.cycle - m.bubble - m.fill_sends - m.fill_gathers,
+            [*terms, (count, m.steady[b])], m.u, options, big)
     add_rows(m, "steady_excess", excess)
     add_rows(m, "steady_makespan", makespan)
     add_rows(m, "stream_path", stream_path_rows(m, ctx, regular))
