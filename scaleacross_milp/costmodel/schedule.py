@@ -166,6 +166,12 @@ class ScheduleOption:
             return i / (2 * c), w / (2 * c), (2 * rank + 1) * w / (2 * c)
         return None
 
+    def chunk_forward_share(self, layer: OpTimes) -> float:
+        """f / (v (f + i + w)): one chunk's forward as a share of a rank's time per microbatch, the op before a later
+        chunk's first forward, which its parameter gather hides behind (`formulation.iteration.add_chunk_gather_waits`,
+        `milp.bounds.fill_gathers_floor_s`)."""
+        return layer.forward_s / (self.chunks * layer.total_s)
+
     @property
     def lags(self) -> bool:
         """Whether rank 0 can end before the pipeline's last op by the drain lead of rank p - 1 when negative

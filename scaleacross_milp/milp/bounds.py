@@ -642,7 +642,10 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     head = ctx.head_stage(option)
     total, _ = stage_floors_s(ctx, head)
     lines, paths = ctx.bubble_lines(option), ctx.first_stage_floor_s(option, first_s, total)
-    fill = fill_gathers_floor_s(ctx, option, variant)
+    gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
+                                    ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
+    share = start_gather_share(ctx.instance.training, variant, option.chunks)
+    fill = fill_gathers_floor_s(ctx, option, gather, share)
 
     def pipeline(c: np.ndarray, until: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
         """The pipeline's floor over cycles [c, until) per row (rows: the n0 of `first_layers`, repeated; until
@@ -678,9 +681,6 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
     if variant.mode is DPMode.ddp:
         quick, exact = pipeline(cycles, np.full(len(cycles), np.inf))
         return lazy_least(quick, exact)
-    gather = min(start_gather_terms(ctx.instance.training, variant, ctx.gpu(k).gather_s_per_layer[variant],
-                                    ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
-    share = start_gather_share(ctx.instance.training, variant, option.chunks)
 
     n = len(cycles)
     steps = [np.asarray(cycles, dtype=float)]
@@ -693,18 +693,17 @@ def pipeline_and_gathers_s(ctx: ShapeContext, option: ScheduleOption, variant: D
         ctx, first[rows], gather, grain, rooms, caps[rows], share))
 
 
-def fill_gathers_floor_s(ctx: ShapeContext, option: ScheduleOption, variant: DPVariant
+def fill_gathers_floor_s(ctx: ShapeContext, option: ScheduleOption, gather: float, share: float
                          ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """f(n0, c): the least fill_gathers (`formulation.iteration.add_chunk_gather_waits`) at n0 layers of stage 0 and a
-    cycle of at most c: (v - 1) max(0, (n0 / v) g' - sigma_v c - p2p) with v chunks per rank (Cst[0] <= cycle; g' the
-    least start gather per layer, `start_gather_terms`); 0 with one chunk or where the MILP has no such rows."""
-    v, training = option.chunks, ctx.instance.training
-    gather = min(start_gather_terms(training, variant, ctx.gpu(k).gather_s_per_layer[variant],
-                                    ctx.gpu(k).layer.forward_s)[0] for k in ctx.buildings)
-    if v == 1 or start_gather_share(training, variant, v) == 1.0 or gather <= 0:
+    cycle of at most c: (v - 1) max(0, (n0 / v) g' - sigma_v c - p2p) with v chunks per rank (Cst[0] <= cycle; g' =
+    `gather`, the least start gather per layer, `start_gather_terms`; sigma_v: `ScheduleOption.chunk_forward_share`);
+    0 with one chunk or where the MILP has no such rows (`share`, `start_gather_share`, 1: the whole stage waits at
+    the start or after the step)."""
+    v = option.chunks
+    if v == 1 or share == 1.0 or gather <= 0:
         return lambda n0, c: np.zeros(len(n0))
-    layer = ctx.gpu(ctx.buildings[0]).layer
-    sigma = layer.forward_s / (v * layer.total_s)
+    sigma = option.chunk_forward_share(ctx.gpu(ctx.buildings[0]).layer)
     send = min(ctx.gpu(k).p2p_intra_s for k in ctx.buildings)
     return lambda n0, c: (v - 1) * np.maximum(0.0, n0 * gather / v - sigma * c - send)
 

@@ -143,7 +143,12 @@ import pyomo.environ as pyo
 from scaleacross_milp.calibration.piecewise import Breakpoints
 from scaleacross_milp.costmodel.actions import GatherWindow, gather_windows
 from scaleacross_milp.costmodel.costs import DPVariant, FixedParamCosts, GPUCosts, OpTimes
-from scaleacross_milp.costmodel.dp import grad_reduce_overlaps, params_gathered_at_end, start_gather_terms
+from scaleacross_milp.costmodel.dp import (
+    grad_reduce_overlaps,
+    params_gathered_at_end,
+    start_gather_share,
+    start_gather_terms,
+)
 from scaleacross_milp.costmodel.schedule import ScheduleOption, flow_coefficients
 from scaleacross_milp.milp.context import KindExcess, ShapeContext
 from scaleacross_milp.milp.formulation.chosen import head_on
@@ -152,6 +157,7 @@ from scaleacross_milp.milp.formulation.layer_kinds import excess_s, excess_terms
 from scaleacross_milp.milp.formulation.piecewise import Curve, add_piecewise_lower_bounds
 from scaleacross_milp.milp.volumes import gather_passes, gathers_every_pass
 from scaleacross_milp.spec.search import Schedule
+from scaleacross_milp.spec.training import Training
 
 Cost = Callable[[FixedParamCosts], dict[DPVariant, float]]
 LayerCost = Callable[[GPUCosts, DPVariant], float]
@@ -216,39 +222,39 @@ def _slowest_holder(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, per_laye
     # every group prices this term alike (the optimizer step reads the GPU type only): one row set, no big-M
     alike = len({numbers(g) for g in ctx.price_groups}) == 1
     sets = _first_chunks(m, ctx, big, first_chunk)
-    whole = [1.0 if at_end and at_end[v] else 0.0 for v in variants]
     rows = []
     for j in m.J:
         for k in (ctx.buildings[:1] if alike else m.K):
             group = ctx.price_group[k]
-            for share, chosen in sets:
+            for chunks, chosen in sets:
                 lhs = (var if alike else var + big * (1 - m.y[j, k])) + chosen
-                scale = [max(share, flag) for flag in whole]
+                scale = [start_gather_share(ctx.instance.training, var_, chunks) if first_chunk else 1.0
+                         for var_ in ctx.variants]
                 terms = [([layer[group, v] * scale[v] for v in variants], m.n[j]),
                          *excess_terms(m, j, [excess[group, v] * scale[v] for v in variants]),
                          *_fixed_terms(m, ctx, j, k, cost, head_where, at_end)]
                 if head_start is not None:
-                    terms.append((started, head_start(j, share)))
+                    terms.append((started, head_start(j, 1.0 / chunks)))
                 constant = None if per_stage is None else [per_stage[group, v] for v in variants]
                 rows += choice_lower_bounds(lhs, terms, m.w, variants, big, constant)
         if not alike:
-            share = min(share for share, _ in sets)
+            share = 1.0 / max(chunks for chunks, _ in sets)
             rows.append(var + (0.0 if head_start is None else head_start(j, share))
                         >= share * min(layer.values()) * m.n[j])
     add_rows(m, f"{name}_bound", rows)
 
 
 def _first_chunks(m: pyo.ConcreteModel, ctx: ShapeContext, big: float, first_chunk: bool) -> list[tuple]:
-    """(share of the layers, M (1 - U_c)) per row set of `_slowest_holder`: one set (1, 0) without `first_chunk` or
-    when every option runs one chunk per rank, else (1 / c, M (1 - U_c)) per chunk count c of the options (U_c: their
-    binaries, 0 when every option has c)."""
+    """(chunks per rank c, M (1 - U_c)) per row set of `_slowest_holder`: one set (1, 0) without `first_chunk` or
+    when every option runs one chunk per rank, else one per chunk count c of the options (U_c: their binaries, 0 when
+    every option has c)."""
     counts = sorted({option.chunks for option in ctx.options})
     if not first_chunk or counts == [1]:
-        return [(1.0, 0.0)]
+        return [(1, 0.0)]
     sets = []
     for c in counts:
         holding = [o for o, option in enumerate(ctx.options) if option.chunks == c]
-        sets.append((1.0 / c, 0.0 if len(holding) == len(ctx.options) else big * (1 - sum(m.u[o] for o in holding))))
+        sets.append((c, 0.0 if len(holding) == len(ctx.options) else big * (1 - sum(m.u[o] for o in holding))))
     return sets
 
 
@@ -564,6 +570,11 @@ def add_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
     m.gather_wait_cycle = pyo.Constraint(m.J, rule=lambda m, j: m.cycle >= m.Cst[j] + m.gather_wait[j])
 
 
+def start_terms(training: Training, gpu: GPUCosts, variant: DPVariant) -> tuple[float, float]:
+    """`costmodel.dp.start_gather_terms` of one layer on `gpu`: (per layer, per stage) of a chunk's start gather."""
+    return start_gather_terms(training, variant, gpu.gather_s_per_layer[variant], gpu.layer.forward_s)
+
+
 def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
     """Vars chunk_wait[o], chunk_last[o] and rows chunk_wait_bound, chunk_last_bound, fill_gather_bound on
     fill_gathers (the pipeline's makespan rows add it, `pipeline`; module docstring). Under an option o of c > 1
@@ -588,15 +599,14 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
     send = min(ctx.gpu(k).p2p_intra_s for k in ctx.buildings)
     big, last = bounds["cycle_most"], ctx.shape.pp - 1
 
-    def unit(j: int, k: str, v: int, c: int):
+    def unit(j: int, k: str, v: int, option: ScheduleOption):
         """x_j at holder k and variant v, with what each row leaves off when its choice is not made."""
-        gpu, group, var = ctx.gpu(k), ctx.price_group[k], ctx.variants[v]
-        per_layer, bucket = start_gather_terms(training, var, gpu.gather_s_per_layer[var], gpu.layer.forward_s)
-        excess = ctx.kind_excess(lambda costs: start_gather_terms(
-            training, var, costs.building(group).gather_s_per_layer[var], gpu.layer.forward_s)[0]) / c
+        group, var, c = ctx.price_group[k], ctx.variants[v], option.chunks
+        per_layer, bucket = start_terms(training, ctx.gpu(k), var)
+        excess = ctx.kind_excess(lambda costs: start_terms(training, costs.building(group), var)[0]) / c
         off = (1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0)
         return (per_layer / c * m.n[j] + excess_s(m, j, excess) + bucket
-                - layer.forward_s / (c * layer.total_s) * m.Cst[j] - send - big * off)
+                - option.chunk_forward_share(layer) * m.Cst[j] - send - big * off)
 
     m.chunk_wait = pyo.Var(chunked, domain=pyo.NonNegativeReals)
     m.chunk_last = pyo.Var(chunked, domain=pyo.NonNegativeReals)
@@ -607,8 +617,8 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
         ends = [0] if option.schedule is Schedule.zb_v else sorted({0, last})
         for k in m.K:
             for v in gathered:
-                waits.append(m.chunk_wait[o] >= unit(0, k, v, c))
-                lasts += [m.chunk_last[o] >= unit(j, k, v, c) + ctx.gpu(k).head_dp.gather_s[ctx.variants[v]]
+                waits.append(m.chunk_wait[o] >= unit(0, k, v, option))
+                lasts += [m.chunk_last[o] >= unit(j, k, v, option) + ctx.gpu(k).head_dp.gather_s[ctx.variants[v]]
                           * head_on(m, ctx, j, lambda candidate, option=option: candidate is option) for j in ends]
         chosen = 0.0 if len(m.O) == 1 else c * big * (1 - m.u[o])
         fills.append(m.fill_gathers >= (c - 2) * m.chunk_wait[o] + m.chunk_last[o] - chosen)
@@ -731,15 +741,11 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     training = ctx.instance.training
-
-    def start_terms(gpu: GPUCosts, var: DPVariant) -> tuple[float, float]:
-        return start_gather_terms(training, var, gpu.gather_s_per_layer[var], gpu.layer.forward_s)
-
-    _slowest_holder(m, ctx, "gather0", lambda gpu, var: start_terms(gpu, var)[0],
+    _slowest_holder(m, ctx, "gather0", lambda gpu, var: start_terms(training, gpu, var)[0],
                     lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
                     head_start=lambda j, share: sum(share * layer_fwd * m.n[i] + send for i in range(j))
                     + (embedding if j else 0.0),
-                    per_stage={(g, v): start_terms(ctx.gpu(g), var)[1]
+                    per_stage={(g, v): start_terms(training, ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
                     at_end=[params_gathered_at_end(training, var) for var in ctx.variants],
                     first_chunk=True)
