@@ -173,6 +173,38 @@ def test_the_climb_scales_out_former_incumbents_near_the_incumbent_least_first(t
     assert taken == [best, nearer, near]
 
 
+def test_the_climb_scales_a_scaled_plan_out_before_solving_its_shape_s_restrictions(tiny, monkeypatch):
+    # The incumbent (TP8 PP2 DP2 in A) scales out to a plan on a wider shape; the climb scales that plan out next,
+    # and solves its shape's restrictions only once its own scale-out has not won (solved at once they took the
+    # time of the next step out); a restriction that wins is climbed from again.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    search = searched_from_a_restriction(instance)
+    root = search.best
+    wider = next(i for i, c in enumerate(search.candidates) if degrees(c.shape)[:4] == degrees(root.ctx.shape)[:4]
+                 and c.shape.gpus > root.ctx.shape.gpus)
+    scaled = replace(root, objective=0.9 * root.objective, index=wider, ctx=search.ctx(wider))
+    refined = replace(scaled, objective=0.8 * root.objective)
+    calls = []
+
+    def scale_out(self, plan):
+        calls.append(("scale out", plan.objective))
+        if plan is root:
+            self.best = scaled
+
+    def try_restriction(self, i, *args, **kwargs):
+        calls.append(("restriction", i))
+        self.restrictions_tried.add(i)
+        if i == wider:
+            self.best = refined
+
+    monkeypatch.setattr(ShapeSearch, "scale_out", scale_out)
+    monkeypatch.setattr(ShapeSearch, "try_restriction", try_restriction)
+    monkeypatch.setattr(ShapeSearch, "try_patterns", lambda self, i, *args, **kwargs: None)
+    search.climb()
+    assert calls[:4] == [("scale out", root.objective), ("scale out", scaled.objective), ("restriction", wider),
+                         ("scale out", refined.objective)]
+
+
 def test_a_restriction_keeps_only_the_pairs_its_own_buildings_can_hold(tiny):
     # Llama 3 8B under DDP without recompute: a PP 1 stage needs a B200's HBM on each of its eight TP 2 cells, which
     # A holds and B (H100) does not; a restriction to B would build a model HiGHS can only find infeasible
