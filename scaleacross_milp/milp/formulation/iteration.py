@@ -77,8 +77,9 @@ all-gather takes g[k,v]); prefetching hides the gathers behind compute only whil
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
 forwards of the stages before (fsdp-no-reshard gathers once, DDP never):
     gather >= passes_v (n[j] g[k,v] + [j = 0] gE[k,v] + Hd[j] gH[k,v]) - ...,   cycle >= gather
-    gather0 >= s n[j] g'[k,v] + c[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (s n[i] tauF + p2p) - [j > 0] eF - ...
-    (tauF, p2p, eF: forward time of a layer, an intra-building send and the embedding on the fastest GPU type;
+    gather0 >= s n[j] g'[k,v] + c[k,v] + [j = 0] gE + Hd1[j] gH - sum_{i<j} (s F_i + p2p) - [j > 0] eF - ...
+    (F_i: stage i's layers' forward on the GPU type of a building holding it, `stage_forwards`; p2p, eF: an
+    intra-building send and the embedding on the fastest GPU type;
     stage 0 has no head start; Hd1: the head counts when its chunk is the stage's first, one chunk per rank;
     s = `start_gather_share`, 1 / c under the options of c chunks per rank (rows per chunk count, - M (1 - U_c)):
     the start waits for each rank's first chunk, the later chunks' gathers delay the fill (`add_chunk_gather_waits`:
@@ -722,6 +723,24 @@ def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[st
     return [(sources, list(targets)) for targets, sources in groups.items()]
 
 
+def stage_forwards(m: pyo.ConcreteModel, ctx: ShapeContext) -> list:
+    """Per stage j, what its layers' forward takes at least on the first microbatch's way through it (the head start
+    of the later stages' start gathers, gather0): n[j] tauF on the GPU type of a building holding it. One linear term
+    when every building's layer forward is the same; else var stage_forward[j] with rows (stage_forward_bound)
+        stage_forward[j] <= n[j] tauF_k + M (1 - y[j,k])   for every building k    (M = (L - p + 1) max_k tauF_k)
+    so it is at most the least over the buildings holding stage j (the pipeline whose later stage gathers longest
+    may run its earlier stages there). Taken at the fastest type anywhere, generated medium seed 66's start was
+    priced 0.617 s where its replay waits 0.214 s: the B200 head start credited to 25 stages on H100s and A100s."""
+    tau = {k: ctx.gpu(k).layer.forward_s for k in ctx.buildings}
+    if len(set(tau.values())) == 1:
+        return [tau[ctx.buildings[0]] * m.n[j] for j in m.J]
+    big = (ctx.instance.model_spec.layers - ctx.shape.pp + 1) * max(tau.values())
+    m.stage_forward = pyo.Var(m.J, domain=pyo.NonNegativeReals)
+    add_rows(m, "stage_forward_bound", [m.stage_forward[j] <= tau[k] * m.n[j] + big * (1 - m.y[j, k])
+                                        for j in m.J for k in m.K])
+    return [m.stage_forward[j] for j in m.J]
+
+
 def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
     leads = drain_leads(ctx)
     add_credit_caps(m, ctx, list(m.J) if leads else [0])
@@ -737,13 +756,13 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
     add_chunk_gather_waits(m, ctx, bounds)
     add_cross_gather_waits(m, ctx, bounds["cycle"])
     fastest = [ctx.gpu(k) for k in ctx.buildings]
-    layer_fwd = min(gpu.layer.forward_s for gpu in fastest)
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     training = ctx.instance.training
+    forward = stage_forwards(m, ctx)
     _slowest_holder(m, ctx, "gather0", lambda gpu, var: start_terms(training, gpu, var)[0],
                     lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
-                    head_start=lambda j, share: sum(share * layer_fwd * m.n[i] + send for i in range(j))
+                    head_start=lambda j, share: sum(share * forward[i] + send for i in range(j))
                     + (embedding if j else 0.0),
                     per_stage={(g, v): start_terms(training, ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
