@@ -164,16 +164,16 @@ ZB-V in 0.12 s and 0.012 s."""
 
 
 def critical_path(schedule: Schedule, p: int, m: int, v: int, merged: bool, stage_s: list[float],
-                  shares: tuple[float, float, float], transfer_s: list[float]) -> CriticalPath | None:
-    """The longest path when rank j's F, I and W of one microbatch take shares x stage_s[j] (over v chunks) and a
+                  shares: list[tuple[float, float, float]], transfer_s: list[float]) -> CriticalPath | None:
+    """The longest path when rank j's F, I and W of one microbatch take shares[j] x stage_s[j] (over v chunks) and a
     transfer across boundary b takes transfer_s[b]; None for a graph beyond CRITICAL_OPS (or an interleaved order
     beyond INTERLEAVED_OPS rank-microbatches: they are not cut)."""
     if schedule is Schedule.interleaved and p * m > INTERLEAVED_OPS or 3 * p * m * v > CRITICAL_OPS:
         return None
-    share = dict(zip(KINDS, shares, strict=True)) | {"B": shares[1] + shares[2]}
+    share = [dict(zip(KINDS, rank, strict=True)) | {"B": rank[1] + rank[2]} for rank in shares]
 
     def duration(rank: int, kind: str) -> float:
-        return share[kind] * stage_s[rank] / v
+        return share[rank][kind] * stage_s[rank] / v
 
     extra = np.array(list(transfer_s) + [0.0])[:, None]
     ops, crossings, length = _run(_dependency_graph(schedule, p, m, v, merged), duration, extra)[0]

@@ -321,13 +321,19 @@ class ShapeContext:
     def op_shares(self) -> tuple[float, float, float]:
         """(F, I, W) / C: one layer's forward, input-gradient and weight-gradient shares of its time (the first
         building's type)."""
-        layer = self.gpu(self.buildings[0]).layer
+        return self.layer_shares(self.buildings[0])
+
+    def layer_shares(self, building: str) -> tuple[float, float, float]:
+        """(F, I, W) / C of one layer on `building`'s GPU type."""
+        layer = self.gpu(building).layer
         return tuple(t / layer.total_s for t in (layer.forward_s, layer.backward_input_s, layer.backward_weight_s))
 
-    def path_multiples(self, ops: tuple[tuple[int, int, int], ...], chunks: int = 1) -> list[float]:
-        """Per rank j, the multiple of Cst[j] a path's (F, I, W) ops on j take: each op its `op_shares` of its stage's
-        time per microbatch, over `chunks` chunks per rank."""
-        return [sum(n * f for n, f in zip(counts, self.op_shares, strict=True)) / chunks for counts in ops]
+    def path_multiples(self, ops: tuple[tuple[int, int, int], ...], chunks: int = 1,
+                       shares: list[tuple[float, float, float]] | None = None) -> list[float]:
+        """Per rank j, the multiple of Cst[j] a path's (F, I, W) ops on j take: each op its share of its stage's time
+        per microbatch (shares[j], `op_shares` by default), over `chunks` chunks per rank."""
+        return [sum(n * f for n, f in zip(counts, shares[j] if shares else self.op_shares, strict=True)) / chunks
+                for j, counts in enumerate(ops)]
 
     def bubble_rows(self, option: ScheduleOption) -> list[tuple[list[float], int, float]]:
         """(a_j per stage j, r, g) of each of `option`'s rank paths' rows bubble >= sum_{j != r} a_j Cst[j] - g cycle

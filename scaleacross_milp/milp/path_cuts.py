@@ -39,12 +39,13 @@ def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
         return False
     o = next(o for o in m.O if (m.u[o].value or 0) > 0.5)
     option = ctx.options[o]
+    holders = [next(k for k in m.K if (m.y[j, k].value or 0) > 0.5) for j in m.J]
     transfer = [pyo.value(crossing_s(m, b), exception=False) or 0.0 for b in range(ctx.shape.pp - 1)]
     path = critical_path(option.schedule, ctx.shape.pp, ctx.shape.microbatches, option.chunks, option.merged,
-                         [pyo.value(m.Cst[j]) for j in m.J], ctx.op_shares, transfer)
+                         [pyo.value(m.Cst[j]) for j in m.J], [ctx.layer_shares(k) for k in holders], transfer)
     if path is None or path.length_s <= pyo.value(m.Tpipe) * (1 + CUT_TOLERANCE):
         return False
-    highs.add_row(m.critical_path.add(critical_path_row(m, ctx, o, path)))
+    highs.add_row(m.critical_path.add(critical_path_row(m, ctx, o, path, holders)))
     return True
 
 

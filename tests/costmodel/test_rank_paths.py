@@ -20,7 +20,7 @@ def longest_rank_path(p: int, m: int, stage_s: list[float]) -> float:
 
 
 def graph_s(p: int, m: int, stage_s: list[float]) -> float:
-    return critical_path(Schedule.zb_h1, p, m, 1, False, stage_s, SHARES, [0.0] * (p - 1)).length_s
+    return critical_path(Schedule.zb_h1, p, m, 1, False, stage_s, [SHARES] * p, [0.0] * (p - 1)).length_s
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 2), (4, 4), (4, 9), (8, 11), (8, 30), (12, 13)])

@@ -67,10 +67,10 @@ def test_the_critical_path_of_equal_stages_is_the_textbook_1f1b_makespan():
     # p = 4 equal stages of 1 s per microbatch (F a third, B two thirds), m = 8, free transfers: (m + p - 1) s, along
     # every op of one rank and the fill and drain of the others; a 0.5 s transfer over boundary 1 lengthens it by
     # the transfers the path then takes.
-    path = paths.critical_path(Schedule.one_f_one_b, 4, 8, 1, False, [1.0] * 4, (1 / 3, 1 / 3, 1 / 3), [0.0] * 3)
+    path = paths.critical_path(Schedule.one_f_one_b, 4, 8, 1, False, [1.0] * 4, [(1 / 3, 1 / 3, 1 / 3)] * 4, [0.0] * 3)
     assert path.length_s == pytest.approx(11.0)
     assert sum(sum(ops) for ops in path.ops) / 3 == pytest.approx(11.0)
-    slow = paths.critical_path(Schedule.one_f_one_b, 4, 8, 1, False, [1.0] * 4, (1 / 3, 1 / 3, 1 / 3),
+    slow = paths.critical_path(Schedule.one_f_one_b, 4, 8, 1, False, [1.0] * 4, [(1 / 3, 1 / 3, 1 / 3)] * 4,
                                [0.0, 0.5, 0.0])
     assert slow.length_s == pytest.approx(sum(sum(ops) for ops in slow.ops) / 3 + 0.5 * slow.crossings[1])
     assert slow.length_s > path.length_s and slow.crossings[1] >= 2

@@ -267,6 +267,21 @@ def test_the_start_gathers_of_later_stages_hide_behind_forwards_on_the_gpus_that
     assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)
 
 
+def test_a_critical_path_over_two_gpu_types_times_each_stage_s_ops_on_its_own_type():
+    # Generated medium seed 41's plan: Llama 4 Maverick, ZB-H1 over 16 stages, 11 on B200s and 5 on A100s. A B200
+    # layer's forward and input backward are 81 % of its time, an A100's 76 %; the critical path priced every
+    # stage's ops at the A100's shares (the first building's) and the plan 4.4 % below its replay.
+    instance = generate_instance(41, Size.medium)
+    layers = [3, 1, 1, 1, 1, 1, 5, 1, 4, 5, 4, 4, 5, 5, 5, 2]
+    held = ["s0-b1"] + ["s0-b0"] * 5 + ["s0-b1", "s0-b0"] + ["s0-b1"] * 8
+    stages = [StagePlacement(stage=j, layers=n, cells_per_building={k: 2})
+              for j, (n, k) in enumerate(zip(layers, held, strict=True))]
+    layout = Layout(shape=Shape(tp=8, cp=1, ep=1, pp=16, dp=2, micro_batch=2, microbatches=19),
+                    schedule=Schedule.zb_h1, dp_mode=DPMode.fsdp, stages=stages,
+                    pipelines=[{"buildings": held, "pipelines": 2}])
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)
+
+
 def test_each_later_chunk_s_first_gather_delays_an_interleaved_pipeline_s_fill():
     # Bundled campus-2b, interleaved v = 4 over 4 stages of 20 layers, FSDP without reshard, the pipelines split
     # between the halls: each chunk's first forward after the first waits for its gather beyond the forward before

@@ -330,11 +330,18 @@ def stream_path_rows(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
             for b in regular for path in stream_paths(*arguments)[b]]
 
 
-def critical_path_row(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, path: CriticalPath):
+def critical_path_row(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, path: CriticalPath,
+                      holders: list[str] | None = None):
     """Row critical_path (module docstring) for a path of option o's graph with its transfers over every boundary:
-    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + sum_b n_b (lat[b] + tx[b]), off unless u[o] = 1."""
+    Tpipe >= sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j] + sum_b n_b (lat[b] + tx[b]), off unless u[o] = 1.
+    With `holders` (stage j's one building at the point cut), each stage's ops at its own GPU type's shares of a
+    layer (`ShapeContext.layer_shares`), off where a stage leaves its holder when the types' shares differ:
+    - M sum_j (1 - y[j, holders[j]])."""
     transfers = sum(n * crossing_s(m, b) for b, n in enumerate(path.crossings) if n)
-    return m.Tpipe >= path_ops_s(m, ctx, o, path.ops) + transfers - option_off(m, o)
+    shares = [ctx.layer_shares(k) for k in holders] if holders else None
+    moved = (m.path_big_m * sum(1 - m.y[j, k] for j, k in enumerate(holders))
+             if holders and len({ctx.layer_shares(k) for k in ctx.buildings}) > 1 else 0)
+    return m.Tpipe >= path_ops_s(m, ctx, o, path.ops, shares) + transfers - option_off(m, o) - moved
 
 
 def crossing_s(m: pyo.ConcreteModel, b: int):
@@ -344,10 +351,11 @@ def crossing_s(m: pyo.ConcreteModel, b: int):
     return latency + (m.tx[b] if hasattr(m, "tx") and b in m.tx else 0)
 
 
-def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple[int, int, int], ...]):
+def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple[int, int, int], ...],
+               shares: list[tuple[float, float, float]] | None = None):
     """sum_j (n_F F + n_I I + n_W W) / (C v_o) Cst[j]: a path's ops, each its share of its stage's time per
-    microbatch over option o's chunks (`ShapeContext.path_multiples`)."""
-    return sum(a * m.Cst[j] for j, a in enumerate(ctx.path_multiples(ops, ctx.options[o].chunks)) if a)
+    microbatch over option o's chunks (`ShapeContext.path_multiples`; `shares` per stage, else `op_shares`)."""
+    return sum(a * m.Cst[j] for j, a in enumerate(ctx.path_multiples(ops, ctx.options[o].chunks, shares)) if a)
 
 
 def option_off(m: pyo.ConcreteModel, o: int):
