@@ -46,6 +46,8 @@ class MILPStatus(StrEnum):
     time_limit = "time limit"
     interrupted = "interrupted"
     """Stopped by HiGHS (an interrupt, or an error after a point was found: the point is kept)."""
+    failed = "solver error"
+    """HiGHS failed (an internal error) before it found a point: the solve proves nothing (`SolverFailure`)."""
 
 
 _HMS = highspy.HighsModelStatus
@@ -104,6 +106,10 @@ run on the small models below it, which have not been seen to overrun."""
 HARD_CAP = (1.05, 0.05)
 """A forked run is killed (factor, seconds) after its time limit: limit x 1.05 + 0.05 s, time for HiGHS to stop on its
 own and report; a killed run keeps no point and proves no bound."""
+
+
+class SolverFailure(RuntimeError):
+    """HiGHS failed on a model (an internal error) without a point (`solve_milp`)."""
 
 
 @dataclass(frozen=True)
@@ -354,7 +360,7 @@ def solve_milp(
     if feasible:
         highs.load()
     if run.status is None and not feasible:
-        raise RuntimeError(f"HiGHS failed on {highs.model.name} ({run.detail}); run with fewer threads or report it")
+        raise SolverFailure(f"HiGHS failed on {highs.model.name} ({run.detail}); run with fewer threads or report it")
     if run.status in CLOSED and not feasible:
         closed = MILPStatus.infeasible if cutoff is None else MILPStatus.cut_off  # nothing beats the cutoff
         return MILPOutcome(closed, None, math.inf if cutoff is None else cutoff, wall)

@@ -28,7 +28,18 @@ from scaleacross_milp.milp.extract import extract_plan
 from scaleacross_milp.milp.formulation.build import LAYOUT_DECISIONS, Floors, build_model, held_layout
 from scaleacross_milp.milp.formulation.cost import link_sends, priced_rows_needed
 from scaleacross_milp.milp.formulation.pipeline import stream_path_arguments
-from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, model_size, polish, restore, snapshot, solve_milp
+from scaleacross_milp.milp.highs import (
+    ABS_GAP,
+    HighsModel,
+    MILPOutcome,
+    MILPStatus,
+    SolverFailure,
+    model_size,
+    polish,
+    restore,
+    snapshot,
+    solve_milp,
+)
 from scaleacross_milp.milp.path_cuts import solve_with_cuts
 from scaleacross_milp.milp.patterns import (
     Cells,
@@ -515,9 +526,13 @@ class ShapeSearch:
         model, ctx = restricted or (self.model(i), self.ctx(i))
         factor = per_requested(ctx)
         cutoff = self.incumbent * (1 - self.gap if beat_by_gap else 1.0) / factor
-        outcome = solve_with_cuts(model, ctx, time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
-                                  rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
-                                  cutoff=None if math.isinf(cutoff) else cutoff)
+        start = time.perf_counter()
+        try:
+            outcome = solve_with_cuts(model, ctx, rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
+                                      time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
+                                      cutoff=None if math.isinf(cutoff) else cutoff)
+        except SolverFailure:  # one model's internal error proves nothing and ends nothing but this solve
+            outcome = MILPOutcome(MILPStatus.failed, None, 0.0, time.perf_counter() - start)
         self.solver_s += outcome.wall_s
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
             if self.best is not None:
@@ -777,8 +792,8 @@ class ShapeSearch:
         layouts of the former incumbents near it (`roots`). A plan on a few buildings (the seed's, a restriction's)
         thus reaches the same pipelines over more buildings early, whatever its shape's place in the bound order.
         A scaled plan's restrictions wait until its own scale-out has been priced: solved at once they took 1-1.8 s
-        of a 5 s search that ended before the next step out (generated medium seeds 6, 111 and 153, each left
-        20-35 % slower than the layout one more step gives)."""
+        of a 5 s search that then ended before the next step out (generated medium seed 111: its TP 8 PP 14 DP 6
+        plan's restriction took 1.5 s, and PP 21 DP 6, a third faster, was never priced)."""
         for root in self.roots():
             if self.remaining() <= 0:
                 return
@@ -1079,14 +1094,17 @@ def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: 
     decision fixed (`price.fixed_layout_model`, with the whole instance's routes and cost tables), over the buildings
     it uses only (as
     `ShapeSearch.try_restriction` builds restrictions: a model of one building, not of the whole topology), its model
-    kept for the final polish."""
+    kept for the final polish; None when HiGHS fails on it."""
     plan = seed_plan(instance, limit_s, gap, threads)
     if plan is None:
         return None
     used = {k for stage in plan.stages for k in stage.cells_per_building}
     ctx, model = fixed_layout_model(instance, plan, routes.among([k for k in routes.buildings if k in used]))
     highs = HighsModel(model)
-    outcome = solve_with_cuts(highs, ctx, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
+    try:
+        outcome = solve_with_cuts(highs, ctx, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
+    except SolverFailure:
+        return None  # the search goes on without a seed
     if outcome.incumbent is None:
         return None
     return Incumbent(outcome.incumbent * per_requested(ctx), -1, highs, ctx, model_size(model), snapshot(model),

@@ -726,14 +726,17 @@ def route_targets(pairs: list[tuple[str, str]]) -> list[tuple[list[str], list[st
 def stage_forwards(m: pyo.ConcreteModel, ctx: ShapeContext) -> list:
     """Per stage j, what its layers' forward takes at least on the first microbatch's way through it (the head start
     of the later stages' start gathers, gather0): n[j] tauF on the GPU type of a building holding it. One linear term
-    when every building's layer forward is the same; else var stage_forward[j] with rows (stage_forward_bound)
+    when every building's layer forward is the same or no variant gathers at the start; else var stage_forward[j]
+    with rows (stage_forward_bound)
         stage_forward[j] <= n[j] tauF_k + M (1 - y[j,k])   for every building k    (M = (L - p + 1) max_k tauF_k)
     so it is at most the least over the buildings holding stage j (the pipeline whose later stage gathers longest
     may run its earlier stages there). Taken at the fastest type anywhere, generated medium seed 66's start was
     priced 0.617 s where its replay waits 0.214 s: the B200 head start credited to 25 stages on H100s and A100s."""
     tau = {k: ctx.gpu(k).layer.forward_s for k in ctx.buildings}
-    if len(set(tau.values())) == 1:
-        return [tau[ctx.buildings[0]] * m.n[j] for j in m.J]
+    gathered = any(any(start_terms(ctx.instance.training, ctx.gpu(k), var)) for k in ctx.buildings
+                   for var in ctx.variants)
+    if len(set(tau.values())) == 1 or not gathered:  # one type, or no start gather to hide
+        return [min(tau.values()) * m.n[j] for j in m.J]
     big = (ctx.instance.model_spec.layers - ctx.shape.pp + 1) * max(tau.values())
     m.stage_forward = pyo.Var(m.J, domain=pyo.NonNegativeReals)
     add_rows(m, "stage_forward_bound", [m.stage_forward[j] <= tau[k] * m.n[j] + big * (1 - m.y[j, k])
