@@ -2,7 +2,7 @@
 valid instance.
 
     python benchmarks/property_suite.py [--count 200] [--first-seed 0 | --seeds N ...] [--size medium] [--time-limit S]
-                                        [--threads 1] [--workers 1] [--csv out.csv]
+                                        [--threads 1] [--workers 1] [--csv out.csv] [--plans DIR]
 
 Per instance (scaleacross_milp.generate, seeded), with T the optimizer's replayed (verified) time and TOL the
 verifier's agreement tolerance (verify.verifier.TOLERANCE, 10 %):
@@ -26,7 +26,10 @@ The ratio checks allow TOL because the optimizer ranks layouts by its prediction
 by TOL; the table and summary show the raw ratios. An instance whose solve raises InputError (exit 2: infeasible) is
 counted and listed, any other exception (or a plan that does not replay) as a crash with its message. Every replay
 is stopped after REPLAY_LIMIT_S (a crash for the plan's, a failure for the other layouts'; after one pattern layout
-too slow to replay, the instance's other pattern layouts are skipped).
+too slow to replay, the instance's other pattern layouts are skipped). With --plans DIR (a new directory), every
+instance that fails a property leaves its instance and plan there (`NAME.instance.json`, `NAME.plan.json`), to be
+run again with `scaleacross-milp evaluate`: a 5 s search's plan depends on the machine's load and the worker's
+earlier solves, and may not come back when the seed is solved alone.
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class Outcome:
     best_layout_s: float = math.nan
     layouts: int = 0
     failures: list[str] = field(default_factory=list)
+    plan_json: str = field(default="", repr=False)
+    """The plan as `solve` writes it (not in the CSV)."""
 
     @property
     def restriction_ratio(self) -> float:
@@ -120,6 +125,7 @@ class Outcome:
 
     def row(self) -> dict:
         data = asdict(self) | {"restriction_ratio": self.restriction_ratio, "pattern_ratio": self.pattern_ratio}
+        del data["plan_json"]
         return data | {"failures": "; ".join(self.failures)}
 
 
@@ -336,7 +342,7 @@ def check_instance(instance: Instance, time_limit_s: float | None = None, thread
     out.wall_s = time.perf_counter() - start
     s = plan.solve
     out.status, out.milp_s, out.bound_s, out.gap = s.status, s.incumbent_s, s.bound_s, s.rel_gap
-    out.plan = _label(plan)
+    out.plan, out.plan_json = _label(plan), plan.model_dump_json(indent=2)
     try:
         with replay_cap(PLAN_REPLAY_LIMIT_S):
             verification, _ = verify(instance, plan)
@@ -447,6 +453,13 @@ def write_csv(outcomes: list[Outcome], path: Path) -> None:
         writer.writerows(rows)
 
 
+def keep_failing(outcome: Outcome, size: Size, directory: Path) -> None:
+    """Write a failing instance's instance and plan JSON into `directory` (`--plans`)."""
+    instance = generate_instance(outcome.seed, size)
+    (directory / f"{outcome.name}.instance.json").write_text(instance.model_dump_json(indent=2))
+    (directory / f"{outcome.name}.plan.json").write_text(outcome.plan_json)
+
+
 def timed_check(seed: int, size: Size, time_limit_s: float | None, threads: int) -> tuple[Outcome, float]:
     """`check_seed` and its wall time in seconds (run in a worker process)."""
     started = time.perf_counter()
@@ -462,10 +475,16 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solve; default: the instance's")
     parser.add_argument("--threads", type=int, default=1, help="HiGHS threads per solve")
     parser.add_argument("--csv", type=Path, default=None, help="write the per-instance rows here")
+    parser.add_argument("--plans", type=Path, default=None,
+                        help="a new directory: each failing instance's instance and plan JSON are written there")
     parser.add_argument("--workers", type=int, default=1,
                         help="instances checked at once, one spawned process each (give each a core: solves are "
                              "timed)")
     args = parser.parse_args()
+    if args.plans is not None:
+        if args.plans.exists():
+            parser.error(f"--plans {args.plans}: exists; give a new directory (nothing in it is overwritten)")
+        args.plans.mkdir(parents=True)
 
     console = Console(width=220)
     outcomes = []
@@ -479,6 +498,8 @@ def main() -> None:
                           f"{'; '.join(outcome.failures)}", markup=False)
             if args.csv is not None:
                 write_csv(sorted(outcomes, key=lambda o: o.seed), args.csv)
+            if args.plans is not None and outcome.failures and outcome.plan_json:
+                keep_failing(outcome, args.size, args.plans)
     outcomes.sort(key=lambda o: o.seed)
     console.print(table(outcomes))
     for line in summary(outcomes):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from scaleacross_milp.generate import Size
-from scaleacross_milp.spec.plan import Layout, StagePlacement
+from scaleacross_milp.generate import Size, generate_instance
+from scaleacross_milp.loader import load_instance
+from scaleacross_milp.spec.plan import Layout, Plan, StagePlacement
 from scaleacross_milp.verify.verifier import TOLERANCE, verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +143,23 @@ def test_a_plan_as_a_layout_keeps_its_transports(solved_bundled):
     instance, plan = solved_bundled("dp-out-2b-far-llama3-8b")
     layout = suite.as_layout(plan)
     assert layout.link_transports() == plan.link_transports() and plan.link_transports()
+
+
+def test_a_failing_instance_leaves_its_instance_and_plan_to_run_again(solved_bundled, tmp_path):
+    # A 5 s search's plan depends on the load: a failing instance's plan is kept (--plans) with the instance, so the
+    # failure can be replayed with `evaluate` after the run; the CSV row does not carry the plan.
+    _, plan = solved_bundled("dp-out-2b-far-llama3-8b")
+    out = suite.Outcome(7, "gen-small-7", 64, 2, "llama3-8b", plan_json=plan.model_dump_json(),
+                        failures=["MILP 1.000 s vs replay 1.200 s (+20.0%)"])
+    suite.keep_failing(out, Size.small, tmp_path)
+    kept = Plan.model_validate_json((tmp_path / "gen-small-7.plan.json").read_text())
+    assert kept == plan
+    assert load_instance(tmp_path / "gen-small-7.instance.json") == generate_instance(7, Size.small)
+    assert "plan_json" not in out.row()
+
+
+def test_the_plans_directory_must_be_new(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["property_suite.py", "--seeds", "1", "--plans", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_info:
+        suite.main()
+    assert exit_info.value.code == 2
