@@ -307,6 +307,21 @@ def test_a_zb_v_pipeline_whose_rank_0_ends_first_is_priced_from_rank_0_s_end():
     assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.015)
 
 
+def test_a_zb_v_rank_0_s_head_chunk_crosses_while_its_embedding_chunk_reduces_inside():
+    # Generated medium seed 102's plan: Llama 3 8B, ZB-V over 4 stages of 8 layers, 50 pipelines in s0-b3 and 54 in
+    # s2-b11, each stage's DP group split between them. Rank 0 reduces its head chunk (virtual stage 7) inside its
+    # building once that chunk's last weight backward ends, then its embedding chunk; the head chunk's
+    # cross-building part runs beside the embedding chunk's intra-building one. Priced as one block (all of rank
+    # 0's intra-building reduction, then all of the busiest link's), the layout was 11 % above its replay.
+    instance = generate_instance(102, Size.medium)
+    stages = [StagePlacement(stage=j, layers=8, cells_per_building={"s0-b3": 50, "s2-b11": 54}) for j in range(4)]
+    layout = Layout(shape=Shape(tp=2, cp=1, ep=1, pp=4, dp=104, micro_batch=1, microbatches=7),
+                    schedule=Schedule.zb_v, interleave=2, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": ["s0-b3"] * 4, "pipelines": 50},
+                               {"buildings": ["s2-b11"] * 4, "pipelines": 54}])
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.03)
+
+
 def split_stage_over_a_fat_link() -> tuple:
     """(verification, replay result, fitted model) of generated small seed 3's plan with stage 3 split 1 + 2 cells."""
     instance = generate_instance(3, Size.small)

@@ -31,10 +31,11 @@ does not overlap: dp_end >= dpi + dpx - M (1 - w[v])):
     dp_end >= a_r dpi + b_r dpx - credit_r C0 - M (1 - u[o]),     dp_overlap (choice-free floors per share)
     dp_end >= a_r dpi0 + b_r dpx0 - credit_r C0 - M (1 - u[o]),   dp_first_overlap
     dp_end >= q_o dpx0 - M (1 - u[o]),                            dp_first
-((a_r, b_r, credit_r) = `ScheduleOption.reduction_rows`: per suffix share_i (dpi + dpx), or under interleaving,
-whose chunks each reduce inside their buildings and then across while the next chunk reduces inside, a two-stage
-flow of share_i v equal chunks, share_i max(dpi, dpx) + min(dpi, dpx) / v; q_o = 1 / v of stage 0's cross-building
-part, the last chunk's, follows its intra-building reduction, 1 for the other options: medium generated seed 17's
+((a_r, b_r, credit_r) = `ScheduleOption.reduction_rows`: per suffix share_i (dpi + dpx), or under interleaving
+and ZB-V (v = 2), whose chunks each reduce inside their buildings and then across while the next chunk reduces
+inside, a two-stage flow of share_i v equal chunks, share_i max(dpi, dpx) + min(dpi, dpx) / v; q_o = 1 / v of
+stage 0's cross-building part, the last chunk's, follows its intra-building reduction, 1 for the other options
+(generated medium seed 102's ZB-V plan, priced as one block, was 11 % above its replay): medium generated seed 17's
 interleaved plan, v = 4, exposed 37 ms of stage 0's 144 ms cross-building part and 181 ms in all where the block
 rows priced 319 ms; M: `build.big_m_bounds`' dp_time)
     C_j <= n[j] tau_k + e[j,k] + M (1 - y[j,k]) for every building k,   C_j <= Cst[j]   (credit_cap; C0 = C_0)
@@ -420,7 +421,8 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
     overlapping variant, no option has any). Rows dp_first: dp_end >= q_o dpx0 under each option (q_o: its piece, or
     1), M = dp_time. Where the option has drain leads (`add_drain_leads`), each later rank's own rows
     (dp_later_overlap, module docstring). Under interleaving rank 0's last chunk is virtual stage 0, which holds the
-    embedding's whole collective E_v (least over the buildings) besides its share of the layers':
+    embedding's whole collective E_v (least over the buildings) besides its share of the layers' (under ZB-V its
+    other chunk holds the LM head's, as large: half of dpi0 each, which the rows above price):
         dp_end >= phi_o dpi0 + (1 - phi_o) E_v + phi_o dpx0 - credit_o C0 - M (1 - u[o]) - M (1 - w[v])
                                                                                     (dp_embedding_last)
     (phi_o = 1 / v, credit_o that chunk's own): generated medium seed 129 (Llama 3 8B, interleaved v = 4 over two
@@ -464,8 +466,9 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
     embedding = [min(ctx.gpu(k).embedding_dp.dp_sync_s[variant] for k in ctx.buildings) for variant in ctx.variants]
     rows = []
     for o, suffixes in credits.items():
+        interleaved = ctx.options[o].schedule is Schedule.interleaved
         piece = pieces[o]
-        last = [credit for share, credit in suffixes if share == piece]
+        last = [credit for share, credit in suffixes if share == piece and interleaved]
         for v in (v for v in m.V if overlaps[v] and embedding[v] > 0 and last):
             chosen = big * (1 - m.w[v]) if len(m.V) > 1 else 0.0
             rows.append(m.dp_end >= piece * m.dpi0 + (1 - piece) * embedding[v] + piece * m.dpx0 - last[0] * c0
