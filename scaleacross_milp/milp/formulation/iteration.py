@@ -587,14 +587,15 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
     f / (c (f + i + w))), and its send. The first microbatch's forwards wait once per chunk boundary, at rank 0,
     whose chunk gathers last (the later ranks' waits hide behind it), and at the last boundary on the rank that
     waits longest: the ranks issue their last chunks' gathers at about the same time, as their warm-up forwards
-    end, so the first microbatch meets the longest of their waits (rank 0, the turn of the V under ZB-V, or the
-    rank whose last chunk holds the head under interleaving, at equal stages; a rank whose fabric gathers slower,
-    or whose stage is larger, otherwise). With x_j = (n[j] / c) g'[k,v] + c[k,v] - sigma_c Cst[j] - p2p at the
-    holder k and variant v,
+    end, so the first microbatch meets the longest of their waits: at equal stages and fabrics rank 0's (the turn
+    of the V under ZB-V) or, under interleaving, rank p - 1's, whose last chunk holds the head; on a rank in a
+    building whose fabric gathers slower than the fastest's, possibly its own. With x_j = (n[j] / c) g'[k,v] +
+    c[k,v] - sigma_c Cst[j] - p2p at the holder k and variant v,
         chunk_wait[o] >= x_0                                   - M (1 - y[0,k]) - M (1 - w[v])   (chunk_wait_bound)
-        chunk_last[o] >= x_j + H_o[j] gH[k,v]  for every stage j,  - the same                   (chunk_last_bound)
-    (but rank p - 1 under ZB-V, whose second chunk follows its first forward: with no op two before, its gather
-    goes out at the start, behind the fill)
+        chunk_last[o] >= x_j + H_o[j] gH[k,v]                  - the same                       (chunk_last_bound)
+    for j = 0 (and p - 1 under interleaving) at every building k, and every other j at the buildings whose (g',
+    c) exceed the least over the shape's buildings (but rank p - 1 under ZB-V, whose second chunk follows its first
+    forward: with no op two before, its gather goes out at the start, behind the fill)
         fill_gathers >= (c - 2) chunk_wait[o] + chunk_last[o] - M (1 - u[o])                      (fill_gather_bound)
     (g', c: `start_gather_terms`; H_o[j]: the head on stage j under o; M: `big_m_bounds`' cycle_most, c of it in
     fill_gather_bound; none for a variant gathering after the step or not at all). Bundled campus-2b's interleaved
@@ -620,16 +621,22 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
         return (per_layer / c * m.n[j] + excess_s(m, j, excess) + bucket
                 - option.chunk_forward_share(layer) * m.Cst[j] - send - big * off)
 
+    terms = {(k, v): start_terms(training, ctx.gpu(k), ctx.variants[v]) for k in m.K for v in gathered}
+    least = {v: [min(terms[k, v][i] for k in m.K) for i in range(2)] for v in gathered}
+    slower = {v: {k for k in m.K if any(t > low for t, low in zip(terms[k, v], least[v], strict=True))}
+              for v in gathered}
     m.chunk_wait = pyo.Var(chunked, domain=pyo.NonNegativeReals)
     m.chunk_last = pyo.Var(chunked, domain=pyo.NonNegativeReals)
     waits, lasts, fills = [], [], []
     for o in chunked:
         option = ctx.options[o]
         c = option.chunks
-        ranks = [j for j in m.J if j == 0 or j < last or option.schedule is not Schedule.zb_v]
+        ends = [0] if option.schedule is Schedule.zb_v else sorted({0, last})
+        others = [j for j in m.J if j not in ends and (j < last or option.schedule is not Schedule.zb_v)]
         for k in m.K:
             for v in gathered:
                 waits.append(m.chunk_wait[o] >= unit(0, k, v, option))
+                ranks = ends + (others if k in slower[v] else [])
                 lasts += [m.chunk_last[o] >= unit(j, k, v, option) + ctx.gpu(k).head_dp.gather_s[ctx.variants[v]]
                           * head_on(m, ctx, j, lambda candidate, option=option: candidate is option) for j in ranks]
         chosen = 0.0 if len(m.O) == 1 else c * big * (1 - m.u[o])
