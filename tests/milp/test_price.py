@@ -337,9 +337,9 @@ def test_a_zb_v_pipeline_waits_on_the_slowest_rank_s_second_chunk_gather():
 
 def test_a_long_zb_v_pipeline_of_uneven_stages_is_cut_at_its_critical_path():
     # Generated medium seed 14's plan: ZB-V over 32 stages of 2 and 4 layers through 11 buildings, 113 microbatches
-    # (a graph of 21,696 ops). Its longest path runs through the 4-layer stages' idle time in fill and drain, which
-    # the equal-stage stream paths miss; with the graph beyond the cut's size limit the plan was priced 4.5 % below
-    # its replay.
+    # (a graph of 21,696 ops). At these uneven stages its longest path is none of the equal-stage stream paths; with
+    # the graph beyond the cut's size limit (20,000 ops until session 45) the plan was priced 4.5 % below its
+    # replay.
     instance = generate_instance(14, Size.medium)
     halls = ["s0-b0"] * 3 + ["s0-b1"] * 7 + ["s0-b2"] * 7 + ["s1-b3"] * 2 + ["s1-b5"] + ["s1-b6"] * 2 + ["s1-b7"] * 3 \
         + ["s2-b9"] * 3 + ["s2-b8"] * 4
