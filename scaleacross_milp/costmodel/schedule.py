@@ -187,7 +187,7 @@ class ScheduleOption:
         finalises its chunks apart (interleaving p chunk-backwards, ZB-V p I and W: `reduction_suffixes`), so one
         chunk's cross-building part runs beside the next one's intra-building part; None with one chunk. (Priced as
         one block under ZB-V, generated medium seed 102's plan, 104 replicas of 4 stages over two buildings, took
-        rank 0's 125 ms intra-building reduction and all 85 ms of the busiest link's after it, 47 ms over the
+        rank 0's 125 ms intra-building reduction and all 85 ms of the busiest link's after it, 52 ms over the
         replay, whose head chunk's cross-building part runs while the embedding's chunk reduces inside.)"""
         return 1.0 / self.chunks if self.schedule in (Schedule.interleaved, Schedule.zb_v) else None
 
