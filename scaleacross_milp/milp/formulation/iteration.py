@@ -611,20 +611,20 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
         return
     send = min(ctx.gpu(k).p2p_intra_s for k in ctx.buildings)
     big, last = bounds["cycle_most"], ctx.shape.pp - 1
+    terms = {(k, v): start_terms(training, ctx.gpu(k), ctx.variants[v]) for k in m.K for v in gathered}
+    least = {v: tuple(map(min, zip(*(terms[k, v] for k in m.K), strict=True))) for v in gathered}
+    slower = {v: {k for k in m.K if any(t > low for t, low in zip(terms[k, v], least[v], strict=True))}
+              for v in gathered}
 
     def unit(j: int, k: str, v: int, option: ScheduleOption):
         """x_j at holder k and variant v, with what each row leaves off when its choice is not made."""
         group, var, c = ctx.price_group[k], ctx.variants[v], option.chunks
-        per_layer, bucket = start_terms(training, ctx.gpu(k), var)
+        per_layer, bucket = terms[k, v]
         excess = ctx.kind_excess(lambda costs: start_terms(training, costs.building(group), var)[0]) / c
         off = (1 - m.y[j, k]) + (1 - m.w[v] if len(m.V) > 1 else 0)
         return (per_layer / c * m.n[j] + excess_s(m, j, excess) + bucket
                 - option.chunk_forward_share(layer) * m.Cst[j] - send - big * off)
 
-    terms = {(k, v): start_terms(training, ctx.gpu(k), ctx.variants[v]) for k in m.K for v in gathered}
-    least = {v: [min(terms[k, v][i] for k in m.K) for i in range(2)] for v in gathered}
-    slower = {v: {k for k in m.K if any(t > low for t, low in zip(terms[k, v], least[v], strict=True))}
-              for v in gathered}
     m.chunk_wait = pyo.Var(chunked, domain=pyo.NonNegativeReals)
     m.chunk_last = pyo.Var(chunked, domain=pyo.NonNegativeReals)
     waits, lasts, fills = [], [], []
