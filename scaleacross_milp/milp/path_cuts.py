@@ -25,6 +25,8 @@ from scaleacross_milp.milp.highs import ABS_GAP, HighsModel, MILPOutcome, MILPSt
 
 CUT_TOLERANCE = 1e-4
 """A path longer than Tpipe by this share is cut (below it, the solve's own tolerances)."""
+CUT_ROUNDS = 3
+"""Paths cut at most per pricing of one point (`price_with_cuts`)."""
 
 
 def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
@@ -49,19 +51,36 @@ def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
     return True
 
 
+def price_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float,
+                    threads: int | None) -> MILPOutcome | None:
+    """While the longest path at the point loaded in `highs`'s model exceeds Tpipe (`cut_critical_path`), cut it and
+    price the point's layout again with every layout decision held (`formulation.build.held_layout`), at most
+    CUT_ROUNDS times within `time_limit_s`: a new point's stage and transfer times can make another path the longest.
+    Returns the last held solve's outcome, or None when no path was cut (the loaded point stands)."""
+    start, held = time.perf_counter(), None
+    for _ in range(CUT_ROUNDS):
+        left = time_limit_s - (time.perf_counter() - start)
+        if left <= 0 or not cut_critical_path(highs, ctx):
+            break
+        with held_layout(highs.model):
+            held = solve_milp(highs, time_limit_s=left, rel_gap=0.0, threads=threads)
+        if held.incumbent is None:
+            break
+    return held
+
+
 def solve_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float, rel_gap: float,
                     threads: int | None, **options) -> MILPOutcome:
-    """`highs.solve_milp` within `time_limit_s` in all; when its point's longest path exceeds Tpipe, the path is cut
-    (`cut_critical_path`) and the point's layout priced again with it, every layout decision held
-    (`formulation.build.held_layout`), in the time left. The outcome keeps the first solve's bound (valid with the
-    cut too) and is closed only if the repriced incumbent is still within the gap of it."""
+    """`highs.solve_milp` within `time_limit_s` in all; when its point's longest path exceeds Tpipe, the point's layout
+    is priced again with its paths cut (`price_with_cuts`) in the time left. The outcome keeps the first solve's bound
+    (valid with the cuts too) and is closed only if the repriced incumbent is still within the gap of it."""
     start = time.perf_counter()
     outcome = solve_milp(highs, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=threads, **options)
-    if outcome.incumbent is None or not cut_critical_path(highs, ctx):
+    if outcome.incumbent is None:
         return outcome
-    with held_layout(highs.model):
-        held = solve_milp(highs, time_limit_s=time_limit_s - (time.perf_counter() - start), rel_gap=0.0,
-                          threads=threads)
+    held = price_with_cuts(highs, ctx, time_limit_s=time_limit_s - (time.perf_counter() - start), threads=threads)
+    if held is None:
+        return outcome
     proven = held.incumbent is not None and held.incumbent - outcome.bound <= max(rel_gap * held.incumbent, ABS_GAP)
     status = outcome.status if proven or not outcome.finished else MILPStatus.node_limit
     return replace(outcome, status=status, incumbent=held.incumbent, wall_s=time.perf_counter() - start)
