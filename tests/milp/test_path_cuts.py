@@ -7,7 +7,7 @@ import pytest
 
 from scaleacross_milp.loader import load_instance
 from scaleacross_milp.milp.highs import HighsModel, solve_milp
-from scaleacross_milp.milp.path_cuts import cut_critical_path
+from scaleacross_milp.milp.path_cuts import cut_critical_path, price_with_cuts
 from scaleacross_milp.milp.price import fixed_layout_model
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.spec.plan import Layout
@@ -47,3 +47,15 @@ def test_a_path_longer_than_tpipe_is_cut_only_where_no_stage_is_split(split):
     assert len(model.critical_path) == (0 if split else 1)
     after = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent
     assert after == pytest.approx(before) if split else after > before * 1.05
+
+
+def test_a_point_priced_with_no_time_left_still_has_its_longest_path_cut():
+    # The final reprice can start with the search's time spent (generated medium seed 97: 0.1 s left, its plan
+    # reported 2.5 % below its own longest path): the first round of cuts runs regardless, its held solve briefly.
+    instance = load_instance(PP_OUT)
+    ctx, model = fixed_layout_model(instance, zb_v_layout(False), route_table(instance.topology))
+    highs = HighsModel(model)
+    before = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent
+    held = price_with_cuts(highs, ctx, time_limit_s=0.0, threads=1)
+    assert held is not None and held.incumbent > before * 1.05
+    assert not cut_critical_path(highs, ctx)

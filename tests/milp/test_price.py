@@ -469,3 +469,20 @@ def test_a_layout_whose_held_reprice_highs_rejects_at_its_own_tolerance_is_still
     instance = load_instance(data / "solve_error_instance.json")
     layout = resolve(instance, Plan.model_validate_json((data / "solve_error_plan.json").read_text())).placed()
     assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.01)
+
+
+def test_steady_transfers_of_two_boundaries_over_one_link_are_priced_as_they_share_it():
+    # Generated medium seed 109's plan of session 40: ZB-H1 over 16 stages in 6 buildings; boundary 1 (s0-b0 ->
+    # s0-b7) and boundary 3 (s0-b7 -> s0-b1, routed back through s0-b0) cross the one 100 Gb/s link s0-b0 - s0-b7.
+    # Each transfer takes 6.9 ms alone and 11.3 ms in the replay's steady state, where the two overlap; priced as if
+    # each had the link to itself, the layout was 10.5 % below its replay.
+    instance = generate_instance(109, Size.medium)
+    halls = ["s0-b0"] * 2 + ["s0-b7"] * 2 + ["s0-b1"] + ["s0-b3"] * 2 + ["s1-b9"] * 3 + ["s1-b12"] * 6
+    stages = [StagePlacement(stage=j, layers=2 * int(half), cells_per_building={hall: 1})
+              for j, (half, hall) in enumerate(zip("1121222221211121", halls, strict=True))]
+    layout = Layout(shape=Shape(tp=4, cp=1, ep=2, pp=16, dp=2, micro_batch=1, microbatches=30),
+                    schedule=Schedule.zb_h1, dp_mode=DPMode.fsdp_no_reshard, stages=stages,
+                    pipelines=[{"buildings": halls, "pipelines": 2}],
+                    transports={"s0-b0-s0-b1": "spray_selective_repeat", "s0-b0-s0-b7": "spray_selective_repeat",
+                                "s1-b9-s1-b10": "ecmp_selective_repeat", "s0-b3-s1-b9": "ecmp_selective_repeat"})
+    assert price_layout(instance, layout) == pytest.approx(replay_s(instance, layout), rel=0.02)

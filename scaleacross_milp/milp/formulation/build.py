@@ -20,7 +20,7 @@ from scaleacross_milp.milp.formulation.cost import add_objective
 from scaleacross_milp.milp.formulation.iteration import add_iteration
 from scaleacross_milp.milp.formulation.layer_kinds import add_layer_kinds, declare_layer_kinds
 from scaleacross_milp.milp.formulation.memory import add_memory
-from scaleacross_milp.milp.formulation.pipeline import add_pipeline
+from scaleacross_milp.milp.formulation.pipeline import add_pipeline, add_steady_contention
 from scaleacross_milp.milp.formulation.placement import add_placement
 from scaleacross_milp.milp.formulation.traffic import add_traffic
 from scaleacross_milp.milp.volumes import (
@@ -97,6 +97,7 @@ def build_model(ctx: ShapeContext, floors: Floors = Floors()) -> pyo.ConcreteMod
         add_pipeline(m, ctx, bounds, floors.cycle_s)
         m.cycle.setub(bounds["cycle_most"])
         add_traffic(m, ctx, bounds)
+        add_steady_contention(m, ctx, bounds["cycle_most"])
         add_layer_kinds(m, ctx)
         add_memory(m, ctx)
         add_iteration(m, ctx, bounds)

@@ -55,7 +55,7 @@ of chunk 1): F0_b -> send -> F0, I0, W0, F1 on b + 1 -> send -> F1, I1, W1 on b,
 on b + 1 -> send -> I0, W0, F1 on b, each over two microbatches, leave out one chunk's I + W or F + W of the
 four chunk-ops per rank. Each crossing takes one microbatch's transfer over the boundary's busiest arc, tx[b],
 plus its latency; the chain's excess over the cycle is
-    steady[b] >= a_o Cst[b] + c_o Cst[b+1] + lat[b] + tx[b] - cycle                       (steady_excess)
+    steady[b] >= a_o Cst[b] + c_o Cst[b+1] + lat[b] + txc[b] - cycle                      (steady_excess)
     1F1B a = c = 1/2;  ZB-H1 a = 1/2, c = (1 - W/C) / 2;  ZB-V a = c = (1 - (W + min(F, I)) / (2 C)) / 2
     (F, I, W, C = F + I + W: one layer's times); GPipe and interleaved: no rows (a = c = 0; GPipe's sends, one
     direction per phase, are priced per link by `traffic`'s gpipe_sends, and per boundary by the stream paths)
@@ -66,6 +66,21 @@ the ranks' warm-up and cool-down, counted by replaying the orders with a delay p
              the arc's pipeline sends pick for each queue-pair class (`traffic.line_rows`, units of A GB, the
              intercept on only when some pipeline of the class crosses b over a: sum h[b,s,t] + h[b,t,s] >= 1)
 (rows steady_makespan and steady_xfer; A: activation GB one cell sends per microbatch, as in `traffic`).
+In the steady state every boundary sends each microbatch, and a transfer across b shares the arcs of its route with
+the other boundaries' transfers over them (a pipeline that leaves a building and comes back, or routes through a
+third): max-min fairness halves its rate while they overlap, so b's transfer, tx[b] alone, takes tx[b] + min(tx[b],
+o) when the others' time o overlaps it whole. In the replay's steady state about half of it is overlapped (generated
+medium seed 24: two boundaries' transfers of 0.126 and 0.129 s alone over one 100 Gb/s link take 0.18-0.20 s each;
+seed 109: 6.9 ms alone, 11.3 ms each), so with CONTENTION = 1/2, X[s,t] the busiest arc of route R(s,t) and chi_o
+b's own crossings per microbatch on it (ZB-V's two chunks cross b each microbatch and do not wait on each other:
+with them counted, seed 142's ZB-V plan was priced 6 % above its replay):
+    X[s,t]   >= xfer[a]                            for every arc a of R(s,t) (traffic's pipeline time per microbatch)
+    txc[b]   >= tx[b]                                                                           (txc_own)
+    txc[b]   >= tx[b] + CONTENTION (X[s,t] - chi_o tx[b]) - M (1 - h[b,s,t]) - M cap[b]       (steady_contended)
+    txc[b]   >= (1 + CONTENTION) tx[b] - M (1 - cap[b])                                     (steady_contended_cap)
+(rows route_xfer_bound first; binary cap[b] takes the lesser of the two; the steady_contended rows per value of
+chi among the options, off unless the chosen option o has it; M: the cycle's bound). Without them the MILP priced
+seed 24's ZB-H1 plan (20 stages over 6 buildings) 8.2 % and seed 109's 7.3 % below their replays.
 Under Training.overlap_moe_expert_parallel_comm the makespan rows add ep_unpaired, what the warm-up forwards and
 cool-down backwards expose of the EP all-to-alls the merged pairs hide (`add_ep_unpaired`).
 Stream paths (`costmodel.stream_paths`): any path through the replay's dependency graph (each rank's ops in the
@@ -105,6 +120,8 @@ from scaleacross_milp.milp.formulation.traffic import add_line_choices, line_row
 from scaleacross_milp.spec.search import Schedule
 
 GB = 1e9
+CONTENTION = 0.5
+"""The share of a steady transfer that the other boundaries' transfers over its arcs overlap (module docstring)."""
 
 
 def add_pipeline(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float], cycle_floor_s: float) -> None:
@@ -287,13 +304,15 @@ def add_steady_sends(m: pyo.ConcreteModel, ctx: ShapeContext, regular: list[int]
                 rows += line_rows(m, ctx, "pp", (i, d), m.tx[b], loads, act_gb, most_gb,
                                   2 * max(map(len, lanes.values()), default=0))
     add_rows(m, "steady_xfer", rows)
+    m.txc = pyo.Var(regular, domain=pyo.NonNegativeReals)  # its contention rows: `add_steady_contention`
+    m.txc_own = pyo.Constraint(regular, rule=lambda m, b: m.txc[b] >= m.tx[b])
     m.steady = pyo.Var(regular, domain=pyo.NonNegativeReals)
     excess, makespan = [], []
     for b, chain in chains.items():
         a, c, count = zip(*chain, strict=True)
         on = [1.0 if k else 0.0 for k in count]
         excess += choice_lower_bounds(m.steady[b] + m.cycle, [
-            (a, m.Cst[b]), (c, m.Cst[b + 1]), (on, m.lat[b] + m.tx[b])], m.u, options, big)
+            (a, m.Cst[b]), (c, m.Cst[b + 1]), (on, m.lat[b] + m.txc[b])], m.u, options, big)
         makespan += choice_lower_bounds(
             m.Tpipe - ctx.shape.microbatches * m.cycle - m.bubble - m.fill_sends - m.fill_gathers,
             [*terms, (count, m.steady[b])], m.u, options, big)
@@ -361,3 +380,31 @@ def path_ops_s(m: pyo.ConcreteModel, ctx: ShapeContext, o: int, ops: tuple[tuple
 def option_off(m: pyo.ConcreteModel, o: int):
     """M (1 - u[o]) with the path rows' M (twice the pipeline bound), 0 when o is the only option."""
     return 0 if len(m.O) == 1 else m.path_big_m * (1 - m.u[o])
+
+
+def add_steady_contention(m: pyo.ConcreteModel, ctx: ShapeContext, big: float) -> None:
+    """Vars route_xfer, txc_cap and the rows route_xfer_bound, steady_contended, steady_contended_cap (module
+    docstring; txc and txc_own: `add_steady_sends`), once `traffic` has set xfer; none without steady sends. `big`:
+    the cycle's bound, above every arc's xfer (link_cycle) and so above the rows' right sides off their choice."""
+    if not hasattr(m, "txc"):
+        return
+    routes = {pair: arcs for pair, arcs in ctx.routes.arcs.items() if arcs and all(k in m.K for k in pair)}
+    m.route_xfer = pyo.Var(list(routes), domain=pyo.NonNegativeReals)
+    m.route_xfer_bound = pyo.Constraint([(*pair, *arc) for pair, arcs in routes.items() for arc in arcs],
+                                        rule=lambda m, s, t, i, d: m.route_xfer[s, t] >= m.xfer[i, d])
+    m.txc_cap = pyo.Var(list(m.txc), domain=pyo.Binary)
+    m.steady_contended_cap = pyo.Constraint(
+        list(m.txc), rule=lambda m, b: m.txc[b] >= (1 + CONTENTION) * m.tx[b] - big * (1 - m.txc_cap[b]))
+    options = list(m.O)
+    classes = {chi: [o for o in options if ctx.options[o].boundary_crossings == chi] for chi in
+               sorted({ctx.options[o].boundary_crossings for o in options})}
+    rows = []
+    for b in m.txc:
+        for s, t in routes:
+            if (b, s, t) not in m.h:
+                continue
+            for chi, members in classes.items():
+                off = big * (1 - sum(m.u[o] for o in members)) if len(classes) > 1 else 0.0
+                rows.append(m.txc[b] >= m.tx[b] + CONTENTION * (m.route_xfer[s, t] - chi * m.tx[b])
+                            - big * (1 - m.h[b, s, t]) - big * m.txc_cap[b] - off)
+    add_rows(m, "steady_contended", rows)
