@@ -78,14 +78,12 @@ NODE_GROWTH = 4
 MAX_BUILDINGS = 64
 """The most buildings a solve accepts: the route table and the traffic rows grow with the building pairs times their
 route lengths, and at 64 buildings one shape's model already has about 43,000 variables and 64,000 rows."""
-POLISH_SOLVES = 4
+POLISH_SOLVES = 3
 """Solves of the final polish, reserved from the limit once there is an incumbent: the incumbent's layout re-priced
-with its derived variables free and its point's longest path cut and priced (`reprice`), then the two LP solves of
-`highs.polish`."""
-POLISH_SHARE = 0.05
+with its derived variables free (`reprice`), then the two LP solves of `highs.polish`."""
+POLISH_SHARE = 0.02
 """... reserved as that many of the incumbent model's shortest runs, at most this share of the limit: with every
-decision held each is a small LP (0.01-0.04 s on the 160-GPU five-zone and the 131k-GPU instances, 0.1-0.2 s on
-generated medium seed 97's 13,000-row ZB-V models, whose 5 s solve ended at 5.6 s with 2 % reserved), while the
+decision held each is a small LP (0.01-0.04 s on the 160-GPU five-zone and the 131k-GPU instances), while the
 model's shortest run may be a search solve stopped at its cap (3 s reserved of a 10 s limit before); the polish
 runs within what is left (`highs.polish` skips a step that does not finish)."""
 SCREEN_SHARE = 0.5
