@@ -27,8 +27,6 @@ CUT_TOLERANCE = 1e-4
 """A path longer than Tpipe by this share is cut (below it, the solve's own tolerances)."""
 CUT_ROUNDS = 3
 """Paths cut at most per pricing of one point (`price_with_cuts`)."""
-HELD_FLOOR_S = 0.1
-"""The least time limit of a held solve in `price_with_cuts`."""
 
 
 def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
@@ -58,16 +56,15 @@ def price_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float
     """While the longest path at the point loaded in `highs`'s model exceeds Tpipe (`cut_critical_path`), cut it and
     price the point's layout again with every layout decision held (`formulation.build.held_layout`), at most
     CUT_ROUNDS times: a new point's stage and transfer times can make another path the longest. The first round runs
-    even when `time_limit_s` is spent (a held solve of one layout takes milliseconds; generated medium seed 97's plan,
-    its search's time used up before the final reprice, was reported 2.5 % below its own longest path), each held
-    solve at least HELD_FLOOR_S. Returns the last held solve's outcome, or None when no path was cut."""
+    even when `time_limit_s` is spent (a held solve of one layout takes milliseconds, and `solve_milp` gives it at
+    least 0.1 s). Returns the last held solve's outcome, or None when no path was cut."""
     start, held = time.perf_counter(), None
     for _ in range(CUT_ROUNDS):
         left = time_limit_s - (time.perf_counter() - start)
         if (held is not None and left <= 0) or not cut_critical_path(highs, ctx):
             break
         with held_layout(highs.model):
-            held = solve_milp(highs, time_limit_s=max(left, HELD_FLOOR_S), rel_gap=0.0, threads=threads)
+            held = solve_milp(highs, time_limit_s=left, rel_gap=0.0, threads=threads)
         if held.incumbent is None:
             break
     return held

@@ -40,7 +40,7 @@ from scaleacross_milp.milp.highs import (
     snapshot,
     solve_milp,
 )
-from scaleacross_milp.milp.path_cuts import price_with_cuts, solve_with_cuts
+from scaleacross_milp.milp.path_cuts import cut_critical_path, solve_with_cuts
 from scaleacross_milp.milp.patterns import (
     Cells,
     Pattern,
@@ -1055,13 +1055,13 @@ def reprice(highs: HighsModel, ctx: ShapeContext, objective: float, time_limit_s
     priced 4.39 s that its layout's MILP price, and the replay, put at 2.4 s), and a transport that costs its layout
     time (under another search order the bundled lossy instance's plan, proven within 1 %, kept its pipeline on
     go-back-N at 2.439 s where sprayed selective repeat gives the same layout 2.427 s). Then the point's own longest
-    paths are cut (`path_cuts.price_with_cuts`): the search cut the paths of the points it solved, and the plan's point
-    (its transports moved, or restored from an earlier solve) can have another (the bundled pp-out's ZB-V plan of one
-    search order was reported at 4.358 s, its layout's price 4.415 s, its replay 4.506 s)."""
-    start = time.perf_counter()
+    path is cut (`path_cuts.cut_critical_path`), for `highs.polish`'s LP to price: the search cut the paths of the
+    points it solved, and the plan's point (its transports moved, or restored from an earlier solve) can have another
+    (the bundled pp-out's ZB-V plan of one search order was reported at 4.358 s, its layout's price 4.415 s, its replay
+    4.506 s; generated medium seed 97's, its search's time spent, 7.2 % below its replay)."""
     with held_layout(highs.model, tuple(name for name in LAYOUT_DECISIONS if name != "z")):
         solve_milp(highs, time_limit_s=time_limit_s, rel_gap=0.0, threads=threads, cutoff=objective)
-    price_with_cuts(highs, ctx, time_limit_s=time_limit_s - (time.perf_counter() - start), threads=threads)
+    cut_critical_path(highs, ctx)
 
 
 def seed_seconds(limit_s: float) -> float:
