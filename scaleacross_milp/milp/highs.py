@@ -98,8 +98,9 @@ in geometric mean, README)."""
 RETRY_FEASIBILITY = 1e-7
 """The mip_feasibility_tolerance of a second run when HiGHS rejects its own optimum (kSolveError: "MIP solver claims
 optimality, but with ... primal infeasibilities" above NO_LIMIT_OPTIONS' 1e-9; generated medium seed 74's plan of
-session 40, its layout held after a critical-path cut, 9.3e-9 on one row): `evaluate` and the search's polish then
-failed with exit 3 on a valid layout. The retry's binaries may sit 1e-7 off, relaxing a big-M row by M 1e-7."""
+session 40, its layout held after a critical-path cut, 9.3e-9 on one row): `evaluate` then failed with exit 3 on a
+valid layout, and the search's held solves after a cut run the same code. The retry's binaries may sit 1e-7 off,
+relaxing a big-M row by M 1e-7."""
 FEASIBLE = 2
 """HighsInfo.primal_solution_status of a feasible point (0: none, 1: infeasible)."""
 FORKED_ROWS = 5_000

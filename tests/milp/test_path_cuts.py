@@ -50,8 +50,8 @@ def test_a_path_longer_than_tpipe_is_cut_only_where_no_stage_is_split(split):
 
 
 def test_a_point_priced_with_no_time_left_still_has_its_longest_path_cut():
-    # The final reprice can start with the search's time spent (generated medium seed 97: 0.1 s left, its plan
-    # reported 2.5 % below its own longest path): the first round of cuts runs regardless, its held solve briefly.
+    # A search solve can end with its time spent (a pattern solve at its cap): the first round of cuts still runs,
+    # its held solve at solve_milp's floor, so the incumbent it returns is priced along its own longest path.
     instance = load_instance(PP_OUT)
     ctx, model = fixed_layout_model(instance, zb_v_layout(False), route_table(instance.topology))
     highs = HighsModel(model)

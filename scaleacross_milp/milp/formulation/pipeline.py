@@ -398,13 +398,14 @@ def add_steady_contention(m: pyo.ConcreteModel, ctx: ShapeContext, big: float) -
     options = list(m.O)
     classes = {chi: [o for o in options if ctx.options[o].boundary_crossings == chi] for chi in
                sorted({ctx.options[o].boundary_crossings for o in options})}
+    offs = {chi: big * (1 - sum(m.u[o] for o in members)) if len(classes) > 1 else 0.0
+            for chi, members in classes.items()}
     rows = []
     for b in m.txc:
         for s, t in routes:
             if (b, s, t) not in m.h:
                 continue
-            for chi, members in classes.items():
-                off = big * (1 - sum(m.u[o] for o in members)) if len(classes) > 1 else 0.0
+            for chi, off in offs.items():
                 rows.append(m.txc[b] >= m.tx[b] + CONTENTION * (m.route_xfer[s, t] - chi * m.tx[b])
                             - big * (1 - m.h[b, s, t]) - big * m.txc_cap[b] - off)
     add_rows(m, "steady_contended", rows)
