@@ -239,3 +239,24 @@ def test_a_plan_is_scaled_out_to_more_pipelines_with_stages_in_blocks_where_no_f
     assert [sorted(stage.cells_per_building) for stage in plan.stages] == [["A"], ["A"], ["A"], ["B"]]
     verification, _ = verify(instance, plan)
     assert verification.iteration_s == pytest.approx(plan.prediction.iteration_s, rel=verification.tolerance)
+
+
+def test_a_restriction_s_free_placement_waits_until_the_cheap_steps_are_done(tiny, monkeypatch):
+    # try_restriction solves only the patterns' cells; the free-placement solve of the same restriction (a tenth of
+    # the limit, rarely a better plan) is deferred to `free_placements`, which solves it on the kept model.
+    instance = tiny(buildings=HALLS, links=LINKS)
+    solved = []
+    solve_cells = ShapeSearch.solve_cells
+
+    def recording(self, i, cells, *args, **kwargs):
+        solved.append((i, cells))
+        return solve_cells(self, i, cells, *args, **kwargs)
+
+    monkeypatch.setattr(ShapeSearch, "solve_cells", recording)
+    search = searched_from_a_restriction(instance)
+    i = search.best.index
+    assert solved and all(cells is not None for _, cells in solved)
+    assert search.placements_deferred == [(i, ("A",))]
+    solved.clear()
+    search.free_placements()
+    assert solved == [(i, None)] and not search.placements_deferred
