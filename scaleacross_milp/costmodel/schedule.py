@@ -143,6 +143,17 @@ class ScheduleOption:
             return (0.5, w / (2 * c)), (1.0, ((p * (i + w) if rank == 0 else rank * w) + w) / (2 * c))
         return ((1.0, (w if self.schedule is Schedule.zb_h1 else i + w) / c),)
 
+    def regathers_behind_suffixes(self, p: int) -> tuple[int, ...]:
+        """Per suffix of rank 0's `reduction_suffixes`, how many ops needing a parameter gather every rank still runs
+        after the suffix's first chunk starts to finalise, beyond one already prefetched (FSDP re-gathers before each
+        forward and backward, issued two ops ahead): under interleaving rank 0 runs j p chunk-backwards after the
+        j-th suffix's first op and rank r < p ends r of them earlier, so (j - 1) p of them (none below 0); none
+        under the other schedules (one chunk, whose window is its last op; ZB-V's later ranks run only weight
+        backwards after their last chunk's)."""
+        if self.schedule is not Schedule.interleaved:
+            return (0,) * (2 if self.schedule is Schedule.zb_v else 1)
+        return tuple(max(0, (j - 1) * p) for j in range(self.chunks))
+
     def drain_lead(self, layer: OpTimes, rank: int) -> tuple[float, float, float] | None:
         """(a, b, k): rank 0's last op ends at least a sum_{r < j} C_r + b C_0 - k C_j after the last op of rank
         j = `rank` > 0 (C_r: rank r's stage time per microbatch). The last microbatch's backward runs from rank j

@@ -463,6 +463,7 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
             if any(overlaps):
                 rows += [m.dp_end >= own - big_j * (1 - m.w[v]) for v in m.V if not overlaps[v]]
     add_rows(m, "dp_later_overlap", rows)
+    add_regather_overlap(m, ctx, credits, pieces, big)
     embedding = [min(ctx.gpu(k).embedding_dp.dp_sync_s[variant] for k in ctx.buildings) for variant in ctx.variants]
     rows = []
     for o, suffixes in credits.items():
@@ -479,6 +480,57 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
     m.dp_exposed = pyo.Var(domain=pyo.NonNegativeReals)
     m.dp_exposed_end = pyo.Constraint(expr=m.dp_exposed >= m.dp_end)
     m.dp_exposed_start = pyo.Constraint(expr=m.dp_exposed >= m.dp_end + m.first_gather - m.gather0)
+
+
+def add_regather_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, credits: dict[int, list[tuple[float, float]]],
+                         pieces: list[float | None], big: float) -> None:
+    """Rows dp_regather_overlap: where parameters cross a link before every pass (`traffic`: gxt[a], one
+    microbatch's gathers of every chunk, both passes), the ops a suffix's reduction hides behind re-gather too, on the
+    same link: with n_i the ops every rank still gathers for after the suffix's first chunk
+    (`ScheduleOption.regathers_behind_suffixes`) and v chunks per rank, per arc a
+        dp_end >= a_r dpi + b_r (end_time[a] - (p - 2) drain) + n_i gxt[a] / (2 v) - credit_i cycle - M (1 - u[o])
+    ((a_r, b_r) as in dp_overlap; end_time[a]: arc a's end-of-step reductions, `traffic`; the credit's window opens
+    as rank 0's op finalising the suffix's first chunk starts, and rank r's chunk ends r chunk-backwards, one drain
+    each, before rank 0's, so its reduction starts up to (p - 2) drains earlier). The window is taken at the cycle's
+    pace, not C0's: where the link sets the cycle, the pipeline rows already count its gathers, and at C0's pace a
+    TP 8 PP 2 interleaved v = 4 FSDP layout split over two halls on 400 Gb/s was priced 25 % above its replay (17 %
+    without these rows). Generated medium seed 17's interleaved v = 4 HSDP plan, its shard groups straddling two
+    buildings on a 3.2 Tb/s link busy 90 % of the step, re-gathered 9 chunks' parameters after its first reduction
+    started: 9.6 % below its replay without these rows, 5.2 % with them."""
+    if not hasattr(m, "end_time"):
+        return
+    p = ctx.shape.pp
+    lead = max(0, p - 2)  # rank r's chunk finishes r chunk-backwards (drain) before rank 0's, r - 1 before its start
+    rows = []
+    for o, suffixes in credits.items():
+        option = ctx.options[o]
+        chosen = 0.0 if len(m.O) == 1 else big * (1 - m.u[o])
+        for (share, credit), ops in zip(suffixes, option.regathers_behind_suffixes(p), strict=True):
+            if not ops:
+                continue
+            for a_, b_ in flow_coefficients(share, pieces[o] or share):
+                rows += [m.dp_end >= a_ * m.dpi + b_ * (m.end_time[arc] - lead * m.drain)
+                         + ops * m.gxt[arc] / (2 * option.chunks) - credit * m.cycle - chosen for arc in m.A]
+    add_rows(m, "dp_regather_overlap", rows)
+
+
+def add_shared_start(m: pyo.ConcreteModel, ctx: ShapeContext, head_start: Callable[[int, float], object],
+                     big: float) -> None:
+    """Every stage's first cross-building gather starts with the step, and they share the links (`traffic`:
+    first_gathers, the time of all of them on the busiest arc): the link works until the last is done, and the stage
+    whose gather that is cannot start its first forward before, at best the last stage p - 1, which would start it
+    head_start(p - 1, 1 / c) after stage 0 (its first chunk's share of the earlier stages' forwards under c chunks
+    per rank), so per chunk count c of the options (U_c: their binaries)
+        dp_exposed + gather0 >= dp_end + first_gathers - head_start(p - 1, 1 / c) - M (1 - U_c)   (dp_shared_start)
+    (M: `build.big_m_bounds`' dp_time). A TP 8 PP 2 1F1B layout split over two halls on 100 Gb/s, each stage's 4 GB
+    of first gathers sharing the link, was priced with stage 0's alone, 0.33 s of start against the replay's 0.66 s
+    (13 % below its replay)."""
+    if not hasattr(m, "first_gathers"):
+        return
+    last = ctx.shape.pp - 1
+    add_rows(m, "dp_shared_start", [
+        m.dp_exposed + m.gather0 + chosen >= m.dp_end + m.first_gathers - head_start(last, 1.0 / chunks)
+        for chunks, chosen in _first_chunks(m, ctx, big, first_chunk=True)])
 
 
 @dataclass(frozen=True)
@@ -579,7 +631,8 @@ def start_terms(training: Training, gpu: GPUCosts, variant: DPVariant) -> tuple[
     return start_gather_terms(training, variant, gpu.gather_s_per_layer[variant], gpu.layer.forward_s)
 
 
-def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float]) -> None:
+def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float],
+                           head_start: Callable[[int, float], object]) -> None:
     """Vars chunk_wait[o], chunk_last[o] and rows chunk_wait_bound, chunk_last_bound, fill_gather_bound on
     fill_gathers (the pipeline's makespan rows add it, `pipeline`; module docstring). Under an option o of c > 1
     chunks per rank, the first forward of each chunk after the first waits for its gather, issued at the end of the
@@ -602,15 +655,26 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
     v = 4 plan's first microbatch waited 113 ms on them in its replay, generated medium seed 65's ZB-V plan 72 ms.
     Generated medium seed 180's ZB-V plan, 24 stages of which 19-21 in a building whose fabric gathers a chunk in
     0.56 s (0.04 s at rank 0's), waited 0.55 s at rank 19 and was priced 4.1 % below its replay with rank 0's rows
-    alone."""
+    alone.
+    A later chunk's parameters held in another building cross the links too (`traffic`: chunk_gathers, every rank's
+    gathers of one later chunk on the busiest arc, issued within the first microbatch's forwards of the chunk
+    before and sharing the links): the link is done with them no earlier, and the rank whose gather that is needs it
+    no later than rank p - 1 does, head_start(p - 1, 1 / c) after rank 0 (its share of the earlier stages'
+    forwards), so with F_c and p2p as above
+        chunk_wait[o], chunk_last[o] >= chunk_gathers - sigma_c Cst[0] - p2p - head_start(p - 1, 1 / c)
+                                        - M' (1 - u[o])                                    (chunk_wait_cross)
+    (M' = M + dp_time, c M' in fill_gather_bound then). A TP 8 PP 2 interleaved v = 2 layout split over two halls
+    on 100 Gb/s waited 0.30 s at its chunk boundary in its replay and was priced 11.5 % below it without them."""
     chunked = [o for o, option in enumerate(ctx.options) if option.chunks > 1]
     training, layer = ctx.instance.training, ctx.gpu(ctx.buildings[0]).layer
     gathered = [v for v, var in enumerate(ctx.variants) if not params_gathered_at_end(training, var)
                 and any(ctx.gpu(k).gather_s_per_layer[var] > 0 for k in ctx.buildings)]
-    if not chunked or not gathered:
+    cross = hasattr(m, "chunk_gathers")
+    if not chunked or not (gathered or cross):
         return
     send = min(ctx.gpu(k).p2p_intra_s for k in ctx.buildings)
     big, last = bounds["cycle_most"], ctx.shape.pp - 1
+    wide = big + (bounds["dp_time"] if cross else 0.0)
     terms = {(k, v): start_terms(training, ctx.gpu(k), ctx.variants[v]) for k in m.K for v in gathered}
     least = {v: tuple(map(min, zip(*(terms[k, v] for k in m.K), strict=True))) for v in gathered}
     slower = {v: {k for k in m.K if any(t > low for t, low in zip(terms[k, v], least[v], strict=True))}
@@ -627,7 +691,7 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
 
     m.chunk_wait = pyo.Var(chunked, domain=pyo.NonNegativeReals)
     m.chunk_last = pyo.Var(chunked, domain=pyo.NonNegativeReals)
-    waits, lasts, fills = [], [], []
+    waits, lasts, fills, crossing = [], [], [], []
     for o in chunked:
         option = ctx.options[o]
         c = option.chunks
@@ -639,9 +703,14 @@ def add_chunk_gather_waits(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict
                 ranks = ends + (others if k in slower[v] else [])
                 lasts += [m.chunk_last[o] >= unit(j, k, v, option) + ctx.gpu(k).head_dp.gather_s[ctx.variants[v]]
                           * head_on(m, ctx, j, lambda candidate, option=option: candidate is option) for j in ranks]
-        chosen = 0.0 if len(m.O) == 1 else c * big * (1 - m.u[o])
-        fills.append(m.fill_gathers >= (c - 2) * m.chunk_wait[o] + m.chunk_last[o] - chosen)
+        chosen = 0.0 if len(m.O) == 1 else wide * (1 - m.u[o])
+        fills.append(m.fill_gathers >= (c - 2) * m.chunk_wait[o] + m.chunk_last[o] - c * chosen)
+        if cross:
+            meets = m.chunk_gathers - option.chunk_forward_share(layer) * m.Cst[0] - send - head_start(last, 1.0 / c)
+            meets -= chosen
+            crossing += [m.chunk_wait[o] >= meets, m.chunk_last[o] >= meets]
     add_rows(m, "chunk_wait_bound", waits)
+    add_rows(m, "chunk_wait_cross", crossing)
     add_rows(m, "chunk_last_bound", lasts)
     add_rows(m, "fill_gather_bound", fills)
 
@@ -773,23 +842,27 @@ def add_iteration(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, flo
     _slowest_holder(m, ctx, "gather", lambda gpu, var: gather_passes(var.mode) * gpu.gather_s_per_layer[var],
                     lambda fixed: {var: gather_passes(var.mode) * s for var, s in fixed.gather_s.items()})
     m.gather_cycle = pyo.Constraint(expr=m.cycle >= m.gather)
-    add_gather_waits(m, ctx)
-    add_chunk_gather_waits(m, ctx, bounds)
-    add_cross_gather_waits(m, ctx, bounds["cycle"])
     fastest = [ctx.gpu(k) for k in ctx.buildings]
     send = min(gpu.p2p_intra_s for gpu in fastest) if ctx.shape.pp > 1 else 0.0
     embedding = min(gpu.first_stage_extra.forward_s for gpu in fastest)
     training = ctx.instance.training
     forward = stage_forwards(m, ctx)
+
+    def head_start(j: int, share: float) -> object:
+        """What runs before stage j's first forward: the earlier stages' first chunks' forwards, sends, embedding."""
+        return sum(share * forward[i] + send for i in range(j)) + (embedding if j else 0.0)
+
+    add_gather_waits(m, ctx)
+    add_chunk_gather_waits(m, ctx, bounds, head_start)
+    add_cross_gather_waits(m, ctx, bounds["cycle"])
     _slowest_holder(m, ctx, "gather0", lambda gpu, var: start_terms(training, gpu, var)[0],
-                    lambda fixed: fixed.gather_s, lambda option: option.chunks == 1,
-                    head_start=lambda j, share: sum(share * forward[i] + send for i in range(j))
-                    + (embedding if j else 0.0),
+                    lambda fixed: fixed.gather_s, lambda option: option.chunks == 1, head_start=head_start,
                     per_stage={(g, v): start_terms(training, ctx.gpu(g), var)[1]
                                for g in ctx.price_groups for v, var in enumerate(ctx.variants)},
                     at_end=[params_gathered_at_end(training, var) for var in ctx.variants],
                     first_chunk=True)
     add_dp_overlap(m, ctx, leads, bounds)
+    add_shared_start(m, ctx, head_start, bounds["dp_time"])
     m.T = pyo.Var(domain=pyo.NonNegativeReals)
     m.iteration = pyo.Constraint(expr=m.Tpipe - m.lag0 + m.dp_exposed + m.opt + m.gather0 <= m.T)
     if not m.lag0.fixed:

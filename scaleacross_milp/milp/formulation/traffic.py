@@ -24,9 +24,13 @@ prefetched behind compute, G_mb per microbatch (2 beta / grad bytes under reshar
 the first one (G_1 = beta / grad bytes) before stage 0's first forward, with nothing to hide behind:
     dpe[a]  >= sum_{(s,t): a in R(s,t)} (G_end shared[s,t] + Q_v shared[t,s]) / D - M (1 - w[v])  (dpe_load)
     gxm[a]  >= sum_{(s,t): a in R(s,t)} G_mb shared[s,t] / D - M (1 - w[v]),   gx1[a] the same with G_1, shared0
+    (shared0_first, stage 0's first chunk, under options of several chunks per rank: `add_stage_gb`), and gxa[a]
+    with every stage's first gathers (shared, or shared_first) under the variants that gather once
+    (`gathered_once`), which all start with the step and share the links
 An HSDP shard group straddling a stage's two buildings (`choices`) gathers its parameters as FSDP does: dp, gxm and
-gx1 add sum_{(s,t): a in R(s,t)} G' straddled_gb[s,t] (straddled_gb0 in gx1; G' = `volumes.straddle_volumes`' per
-step, per microbatch and first gathers; `add_straddle_state`), zero unless the chosen variant is HSDP.
+gx1 add sum_{(s,t): a in R(s,t)} G' straddled_gb[s,t] (straddled_gb0 or straddled_gb0_first in gx1; G' =
+`volumes.straddle_volumes`' per step, per microbatch and first gathers; `add_straddle_state`), zero unless the chosen
+variant is HSDP.
 A link's time is concave in the units that cross it (`costmodel.network.price_lines`): line k of link l under
 transport t prices L GB made of units of at most u GB as (a_k u + b_k L) / c_l; `line_rows` picks a line per arc
 and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, needs none). Rows link_time
@@ -45,8 +49,14 @@ and load family (binaries sel, line_pick; line 0, a lone unit's, b_0 L / c_l, ne
     fill    >= sum_a xfer[a]      the first microbatch's sends (forward arcs) and the last one's (backward arcs)
                                   are on the critical path of fill and drain
     dpx + drain >= T_dp(dpe[a]; S (G_end + Q_v) / D),   dpx >= 2 span_latency[j] (dp_latency), where
+    (through end_time[a] >= T_dp(dpe[a]; ...), dpx + drain >= end_time[a], where `regathers_behind_reductions`)
     span_latency[j] >= lambda[s,t] (y[j,s] + y[j,t] - 1) (span_latency_bound): the longest route stage j spans
     dpx0    >= T_dp0(dpe0[a]; ...),   first_gather >= T_dp0(gx1[a]; S G_1 / D)   (`iteration`: exposed at the start)
+    first_gathers >= T_dp0(gxa[a]; S G_1 / D)   (p > 1: every stage's, done when the last stage's first forward
+                                  may start at the latest, `iteration.add_shared_start`)
+    chunk_gathers >= T_dp0(gxc[a]; S G_1 / D)   (options of c > 1 chunks per rank: gxc[a] the same as gxa[a] less
+                                  the embedding e_first r[0,s,t], every rank's gathers of a later chunk, which the
+                                  first microbatch meets at each chunk boundary, `iteration.add_chunk_gather_waits`)
 (busy splits into pipeline and DP parts: the time is subadditive, t(n + n') <= t(n) + t(n')). Where routes whose
 connections open different queue pairs cross an arc (`RouteTable.lanes`), every load above is split by class q
 (`add_lane_loads`: `name`_lane[a,q], summing to the arc's load) and each class priced on its own lines, the arc's
@@ -107,32 +117,86 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
     m.lr_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t]
                             >= m.lc[j, s] - most * cap[s] * (1 - m.y[j, t]))
     m.lr_r = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.lr[j, s, t] >= m.r[j, s, t])
-    add_stage_gb(m, ctx, pairs, "shared", m.lr, m.r, max(cap.values()))
+    add_stage_gb(m, ctx, pairs, "shared", m.lr, m.r, max(cap.values()), first_chunk_parts(ctx, shared_start(ctx)))
     if shard_group_cells(ctx):
         add_straddle_state(m, ctx, pairs)
 
 
+def first_chunk_suffixes(ctx: ShapeContext) -> tuple[str, str]:
+    """The suffixes of the state vars (`add_stage_gb`) that the first gathers move, every stage's and stage 0's:
+    ("_first", "0_first") (each rank's first model chunk) when some option runs several chunks per rank, else
+    ("", "0") (whole stages)."""
+    return ("_first", "0_first") if any(option.chunks > 1 for option in ctx.options) else ("", "0")
+
+
+def first_chunk_parts(ctx: ShapeContext, every_stage: bool) -> tuple[str, ...]:
+    """The first-chunk state vars `add_stage_gb` adds beside the whole stages': stage 0's where its first gather is
+    a chunk's (`first_chunk_suffixes`), and every stage's too when `every_stage` (the `shared_start` loads)."""
+    every, stage0 = first_chunk_suffixes(ctx)
+    return tuple(suffix for suffix, wanted in ((stage0, True), (every, every_stage)) if wanted and "first" in suffix)
+
+
+def regathers_behind_reductions(ctx: ShapeContext) -> bool:
+    """Whether the model prices the re-gathers that share a link with the end-of-step reductions
+    (`iteration.add_dp_overlap`, dp_regather_overlap): parameters cross buildings every pass under some variant and
+    some option runs re-gathers after its first chunk's reduction starts (`ScheduleOption.regathers_behind_suffixes`);
+    each arc's end-of-step time is then a var of its own, end_time[a] <= dpx + drain (end_arc)."""
+    return gathers_every_cycle(ctx) and any(any(option.regathers_behind_suffixes(ctx.shape.pp))
+                                           for option in ctx.options)
+
+
+def gathered_once(ctx: ShapeContext) -> list[bool]:
+    """Per DP variant: its parameters cross buildings once, before the first ops (fsdp-no-reshard, zero1 under
+    overlap_param_gather), not before every pass (FSDP: those gathers are the first microbatch's, which the cycle's
+    link rows already count, `link_cycle`)."""
+    volumes = [timed_volumes(ctx, v) for v in range(len(ctx.variants))]
+    return [bool(first) and not per_mb for _, per_mb, first in volumes]
+
+
+def shared_start(ctx: ShapeContext) -> bool:
+    """Whether the model prices every stage's first gathers on the links together (gxa, first_gathers,
+    `iteration.add_shared_start`): more than one stage and a variant that gathers once (`gathered_once`)."""
+    return ctx.shape.pp > 1 and any(gathered_once(ctx))
+
+
+def chunk_gathers_cross(ctx: ShapeContext) -> bool:
+    """Whether the model prices the later chunks' first gathers across buildings (gxc, chunk_gathers,
+    `iteration.add_chunk_gather_waits`): a `shared_start` and some option of several chunks per rank."""
+    return shared_start(ctx) and any(option.chunks > 1 for option in ctx.options)
+
+
 def add_stage_gb(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]], name: str, lr: pyo.Var,
-                 r: pyo.Var, most_r: float) -> None:
+                 r: pyo.Var, most_r: float, first_chunks: tuple[str, ...] = ()) -> None:
     """Vars `name`[s,t] >= sum_j S_j r[j,s,t] (S_j = g n[j] + e_j, with lr = n r) and `name`0[s,t] the same for
     stage 0 alone, the LM head on the chosen option's head stage (rows `name`_def, `name`0_def over the options,
-    M = (g L + e_first + e_head) `most_r`, `most_r` the most r reaches)."""
+    M = (g L + e_first + e_head) `most_r`, `most_r` the most r reaches). Where some option runs c_o > 1 chunks per
+    rank, the suffixes in `first_chunks` (`first_chunk_parts`): `name`_first[s,t] >= sum_j (g n[j] / c_o r[j,s,t] +
+    [c_o = 1] e_head,j r[j,s,t]) + e_first r[0,s,t], `name`0_first the same for stage 0: each rank's first chunk
+    (rank 0's is virtual stage 0, with the embedding; the head is on a later chunk of a rank holding several), whose
+    gather alone the start waits for (`costmodel.dp.start_gather_share`; the later chunks' gathers run behind the
+    first microbatch's forwards, `iteration.add_chunk_gather_waits`). Generated medium seed 76's interleaved v = 4
+    plan, its stage 0 split over two buildings, was priced with all four chunks' gathers at the start, 136 ms against
+    the replay's 37 ms (8.6 % above its replay, 3.8 % with the first chunk's)."""
     layers = ctx.instance.model_spec.layers
     g, first, head = layer_grad_gb(ctx), ctx.costs.grad_bytes_fixed_first / GB, ctx.costs.grad_bytes_fixed_last / GB
     options = list(m.O)
     heads = sorted({ctx.head_stage(o) for o in ctx.options})
     big = (g * layers + first + head) * most_r
 
-    def rows(lhs, stages: list[int], s: str, t: str) -> list:
-        terms = [([g] * len(options), sum(lr[j, s, t] for j in stages)), ([first] * len(options), r[0, s, t])]
-        terms += [([head if ctx.head_stage(ctx.options[o]) == j else 0.0 for o in options], r[j, s, t])
-                  for j in heads if j in stages]
+    def rows(lhs, stages: list[int], s: str, t: str, first_chunk: bool) -> list:
+        chunks = [ctx.options[o].chunks if first_chunk else 1 for o in options]
+        terms = [([g / c for c in chunks], sum(lr[j, s, t] for j in stages)), ([first] * len(options), r[0, s, t])]
+        terms += [([head if ctx.head_stage(ctx.options[o]) == j and chunks[o] == 1 else 0.0 for o in options],
+                   r[j, s, t]) for j in heads if j in stages]
         return choice_lower_bounds(lhs, terms, m.u, options, big)
 
-    for suffix, stages in (("", list(m.J)), ("0", [0])):
+    parts = [("", list(m.J), False), ("0", [0], False)]
+    parts += [(suffix, [0] if suffix.startswith("0") else list(m.J), True) for suffix in first_chunks]
+    for suffix, stages, first_chunk in parts:
         var = pyo.Var(pairs, domain=pyo.NonNegativeReals)
         setattr(m, name + suffix, var)
-        add_rows(m, f"{name}{suffix}_def", [row for s, t in pairs for row in rows(var[s, t], stages, s, t)])
+        add_rows(m, f"{name}{suffix}_def",
+                 [row for s, t in pairs for row in rows(var[s, t], stages, s, t, first_chunk)])
 
 
 def add_straddle_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[str, str]]) -> None:
@@ -156,7 +220,7 @@ def add_straddle_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tupl
     m.straddle_lr_y = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.slr[j, s, t]
                                      >= m.sc[j, s] - most * (1 - m.y[j, t]))
     m.straddle_lr_r = pyo.Constraint(m.J, pairs, rule=lambda m, j, s, t: m.slr[j, s, t] >= m.sr[j, s, t])
-    add_stage_gb(m, ctx, pairs, "straddled_gb", m.slr, m.sr, 1.0)
+    add_stage_gb(m, ctx, pairs, "straddled_gb", m.slr, m.sr, 1.0, first_chunk_parts(ctx, False))
 
 
 LINE_FAMILIES = ("pp", "dp", "dp0")
@@ -289,6 +353,12 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     first_gathers = any(firsts) or straddles
     if first_gathers:
         m.gx1 = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+        if shared_start(ctx):
+            m.gxa = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+            m.first_gathers = pyo.Var(domain=pyo.NonNegativeReals)
+        if chunk_gathers_cross(ctx):
+            m.gxc = pyo.Var(m.A, domain=pyo.NonNegativeReals, bounds=(0, bounds["dp_arc"]))
+            m.chunk_gathers = pyo.Var(domain=pyo.NonNegativeReals)
 
     def owned(pairs: list[tuple[str, str]], zero: str = "") -> object:
         return sum(getattr(m, "shared" + zero)[s, t] for s, t in pairs)
@@ -305,7 +375,15 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     if streamed:
         dp_terms["gxm"] = lambda pairs: [(per_mb, owned(pairs)), *straddled(s_mb, pairs)]
     if first_gathers:
-        dp_terms["gx1"] = lambda pairs: [(firsts, owned(pairs, "0")), *straddled(s_first, pairs, "0")]
+        every, stage0 = first_chunk_suffixes(ctx)
+        dp_terms["gx1"] = lambda pairs: [(firsts, owned(pairs, stage0)), *straddled(s_first, pairs, stage0)]
+        once = [first if gathered else 0.0 for first, gathered in zip(firsts, gathered_once(ctx), strict=True)]
+        if shared_start(ctx):
+            dp_terms["gxa"] = lambda pairs: [(once, owned(pairs, every))]
+        if chunk_gathers_cross(ctx):
+            embedding = [-ctx.costs.grad_bytes_fixed_first / GB * first for first in once]
+            dp_terms["gxc"] = lambda pairs: [(once, owned(pairs, every)),
+                                             (embedding, sum(m.r[0, s, t] for s, t in pairs))]
     for name, terms_of in dp_terms.items():
         lanes[name] = add_lane_loads(m, ctx, name, getattr(m, name), terms_of, m.w, variants, bounds["dp_arc"])
 
@@ -315,6 +393,8 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
     per_unit = sum(c / max(crossings) * m.u[o] for o, c in enumerate(crossings))  # the chosen option's A chi_o
     dp_unit = add_dp_units(m, ctx)
     m.bdp = pyo.Var(m.A, domain=pyo.NonNegativeReals)
+    if regathers_behind_reductions(ctx):
+        m.end_time = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     if streamed:
         m.gxt = pyo.Var(m.A, domain=pyo.NonNegativeReals)
     floored = [a for a in arcs if any(key[0] == a[0] for key in ctx.nic_floors)]
@@ -324,17 +404,24 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         carries = m.carries[a] if a in floored else None
         times = [("pp", m.xfer[a], "pp", (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
                  ("dp", m.bdp[a], "dp", dp_unit["all"], bounds["dp_arc"]),
-                 ("dp", m.dpx + m.drain, "dpe", dp_unit["end"], bounds["dp_arc"]),
+                 ("dp", m.end_time[a] if regathers_behind_reductions(ctx) else m.dpx + m.drain, "dpe",
+                  dp_unit["end"], bounds["dp_arc"]),
                  ("dp0", m.dpx0, "dpe0", dp_unit["end0"], bounds["dp_arc"])]
         if streamed:
             times.append(("dp", m.gxt[a], "gxm", dp_unit["mb"], bounds["dp_arc"]))
         if first_gathers:
             times.append(("dp0", m.first_gather, "gx1", dp_unit["first0"], bounds["dp_arc"]))
+            if shared_start(ctx):
+                times.append(("dp0", m.first_gathers, "gxa", dp_unit["first"], bounds["dp_arc"]))
+            if chunk_gathers_cross(ctx):
+                times.append(("dp0", m.chunk_gathers, "gxc", dp_unit["first"], bounds["dp_arc"]))
         for family, lhs, name, (unit, unit_most), most, *on in times:
             loads = {q: (load, on[0] if on else 1.0) for q, load in lanes[name][a].items()}
             rows += line_rows(m, ctx, family, a, lhs, loads, unit, most, unit_most=unit_most,
                               carries=None if family == "pp" else carries)
     add_rows(m, "link_time", rows)
+    if regathers_behind_reductions(ctx):
+        m.end_arc = pyo.Constraint(m.A, rule=lambda m, i, d: m.dpx + m.drain >= m.end_time[i, d])
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
     if streamed:
         m.link_gathers = pyo.Constraint(m.A, rule=lambda m, i, d: m.gcyc[i, d] >= m.xfer[i, d] + m.gxt[i, d])
@@ -381,10 +468,10 @@ def add_lane_loads(m: pyo.ConcreteModel, ctx: ShapeContext, name: str, load: pyo
     return out
 
 
-DP_UNITS = {"all": None, "end": None, "mb": None, "end0": 0, "first0": 0}
+DP_UNITS = {"all": None, "end": None, "mb": None, "end0": 0, "first": None, "first0": 0}
 """Each DP load's crossing unit (`add_dp_units`) and the stages it covers (None: every stage, 0: stage 0 alone):
-all of a step's DP traffic (dp), the end of the step's (dpe, dpe0), a microbatch's gathers (gxm), the first gather
-(gx1)."""
+all of a step's DP traffic (dp), the end of the step's (dpe, dpe0), a microbatch's gathers (gxm), the first gathers
+(gxa, gx1)."""
 
 
 def unit_volume(ctx: ShapeContext, v: int, unit: str) -> float:
@@ -415,7 +502,8 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     step, as the chunk's last backward ends, and those transfers run on the link together, so a unit of the end
     loads (and of the whole step's, for the variants that move nothing before the end: DDP, HSDP, zero1 gathering
     after the step) is one chunk's, c_f,v = c under the options with c chunks (U_c: the sum of their u[o], left
-    out when every option has the same c); parameter gathers before an op run one after another, c_f,v = 1. Only
+    out when every option has the same c), and so is the first gather's, rank 0's first chunk (`add_stage_gb`);
+    the gathers of a microbatch run one after another, c_f,v = 1. Only
     a split stage sends DP traffic across buildings, so each load's price line takes the chosen variant's unit of
     the largest stage that crosses, never another variant's or a stage's that stays in one building. A stage with
     a straddling HSDP shard group (straddled[j], `choices`) adds its gathers (`straddle_unit_volume`) at
@@ -435,8 +523,8 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     m.split_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.split[j] >= m.y[j, k] - m.x[j, k] / cells)
     m.dp_unit = pyo.Var(list(DP_UNITS), domain=pyo.NonNegativeReals, bounds=lambda m, f: (0, most[f]))
     chunks = sorted({o.chunks for o in ctx.options})
-    apart = {f: [f.startswith("end") or (f == "all" and not cross_phases(ctx, v).params_before_ops) for v in m.V]
-             for f in DP_UNITS}
+    apart = {f: [f.startswith(("end", "first")) or (f == "all" and not cross_phases(ctx, v).params_before_ops)
+                 for v in m.V] for f in DP_UNITS}
 
     def rows(coeffs: dict[str, list[float]], held, families: tuple[str, ...]) -> list:
         out = []
@@ -454,7 +542,7 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
 
     add_rows(m, "dp_unit_def", rows(shares, m.split, tuple(DP_UNITS)))
     if groups:
-        add_rows(m, "straddle_unit", rows(straddling, m.straddled, ("all", "mb", "first0")))
+        add_rows(m, "straddle_unit", rows(straddling, m.straddled, ("all", "mb", "first", "first0")))
     return {f: (m.dp_unit[f], most[f]) for f in DP_UNITS}
 
 
