@@ -72,7 +72,10 @@ layers' (`add_dp_overlap`):
 FSDP's first cross-building parameter gather (`traffic`: first_gather) runs at the start beside stage 0's own
 (gather0, below), so the start exposes the larger of the two:
     dp_exposed >= dp_end  (dp_exposed_end),   dp_exposed >= dp_end + first_gather - gather0  (dp_exposed_start)
-(dp_exposed + gather0 >= dp_end + max(gather0, first_gather); raising gather0 cannot lower the sum).
+(dp_exposed + gather0 >= dp_end + max(gather0, first_gather); raising gather0 cannot lower the sum). Every stage's
+first gathers share the links, so the start waits for all of them less the last stage's head start
+(`add_shared_start`, dp_shared_start); re-gathers after a suffix's first chunk share the link with its reduction
+(`add_regather_overlap`, dp_regather_overlap).
 FSDP / HSDP re-gather a stage's parameters before each forward and backward pass (reshard after forward; a per-layer
 all-gather takes g[k,v]); prefetching hides the gathers behind compute only while the comm stream keeps up. Every
 stage's first gather starts with the iteration and hides only behind the first microbatch's way to it, the
@@ -463,7 +466,7 @@ def add_dp_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, leads: DrainLeads, b
             if any(overlaps):
                 rows += [m.dp_end >= own - big_j * (1 - m.w[v]) for v in m.V if not overlaps[v]]
     add_rows(m, "dp_later_overlap", rows)
-    add_regather_overlap(m, ctx, credits, pieces, big)
+    add_regather_overlap(m, ctx, credits, pieces, big + 2 * dp_time_s)
     embedding = [min(ctx.gpu(k).embedding_dp.dp_sync_s[variant] for k in ctx.buildings) for variant in ctx.variants]
     rows = []
     for o, suffixes in credits.items():
@@ -491,12 +494,13 @@ def add_regather_overlap(m: pyo.ConcreteModel, ctx: ShapeContext, credits: dict[
         dp_end >= a_r dpi + b_r (end_time[a] - (p - 2) drain) + n_i gxt[a] / (2 v) - credit_i cycle - M (1 - u[o])
     ((a_r, b_r) as in dp_overlap; end_time[a]: arc a's end-of-step reductions, `traffic`; the credit's window opens
     as rank 0's op finalising the suffix's first chunk starts, and rank r's chunk ends r chunk-backwards, one drain
-    each, before rank 0's, so its reduction starts up to (p - 2) drains earlier). The window is taken at the cycle's
-    pace, not C0's: where the link sets the cycle, the pipeline rows already count its gathers, and at C0's pace a
-    TP 8 PP 2 interleaved v = 4 FSDP layout split over two halls on 400 Gb/s was priced 25 % above its replay (17 %
-    without these rows). Generated medium seed 17's interleaved v = 4 HSDP plan, its shard groups straddling two
-    buildings on a 3.2 Tb/s link busy 90 % of the step, re-gathered 9 chunks' parameters after its first reduction
-    started: 9.6 % below its replay without these rows, 5.2 % with them."""
+    each, before rank 0's, so its reduction starts up to (p - 2) drains earlier; M: dp_overlap's plus twice dp_time,
+    as end_time[a] <= dpx + drain and n_i gxt[a] / (2 v) <= credit_i cycle, gxt[a] <= cycle). The window is taken at
+    the cycle's pace, not C0's: where the link sets the cycle, the pipeline rows already count its gathers, and at
+    C0's pace a TP 8 PP 2 interleaved v = 4 FSDP layout split over two halls on 400 Gb/s was priced 25 % above its
+    replay (17 % without these rows). Generated medium seed 17's interleaved v = 4 HSDP plan, its shard groups
+    straddling two buildings on a 3.2 Tb/s link busy 90 % of the step, re-gathered 9 chunks' parameters after its
+    first reduction started: 9.6 % below its replay without these rows, 5.2 % with them."""
     if not hasattr(m, "end_time"):
         return
     p = ctx.shape.pp
