@@ -198,8 +198,11 @@ class GatherWindow:
 def gather_windows(schedule: Schedule, p: int, m: int, v: int = 1,
                    merged: bool = False) -> tuple[tuple[tuple[GatherWindow, float], ...], ...]:
     """Per rank, each distinct `GatherWindow` of its ops that need a re-gather (every F, I and B) with how many there
-    are per microbatch, over the rank's steady state (from its first backward to its last forward; the whole order
-    when they do not interleave, as under GPipe)."""
+    are per microbatch, over the rank's steady state (from its first backward to its last forward, per forward in
+    it), or over its whole order but the first op (the start's gather) per microbatch when they do not interleave (as
+    under GPipe, or 1F1B with no more microbatches than stages): a rank of 1F1B over 2 stages and 2 microbatches runs
+    F0 F1 B0 B1, three windows for two microbatches, which per forward in them were three per microbatch and priced
+    a TP 8 PP 2 FSDP layout split over two halls 23 % above its replay."""
     actions = build_actions(schedule, p, m, v, merged)
     last, rank_of = actions.stages - 1, actions.rank_of
     windows = []
@@ -214,7 +217,7 @@ def gather_windows(schedule: Schedule, p: int, m: int, v: int = 1,
         span = range(max(1, first), final + 1) if first < final else range(1, len(kinds))
         found = Counter((stages[k], stages[k - 1], kinds[k - 1], (sent[k - 2] if k > 1 else 0) + sent[k - 1])
                         for k in span if kinds[k] != "W")
-        per_microbatch = sum(kinds[k] == "F" for k in span) / actions.chunks
+        per_microbatch = sum(kinds[k] == "F" for k in (span if first < final else range(len(kinds)))) / actions.chunks
         windows.append(tuple((GatherWindow(stage, (before, kind), sends), count / per_microbatch)
                              for (stage, before, kind, sends), count in found.items()) if per_microbatch else ())
     return tuple(windows)

@@ -122,11 +122,18 @@ def add_shared_state(m: pyo.ConcreteModel, ctx: ShapeContext, pairs: list[tuple[
         add_straddle_state(m, ctx, pairs)
 
 
+def splits_stages(ctx: ShapeContext) -> bool:
+    """Whether a stage can span buildings (more than one cell per stage); the terms of the DP state's timing that
+    only a split stage moves (the first gathers' sharing, a chunk's share) are left out of the model otherwise."""
+    return ctx.shape.cells_per_stage > 1
+
+
 def first_chunk_suffixes(ctx: ShapeContext) -> tuple[str, str]:
     """The suffixes of the state vars (`add_stage_gb`) that the first gathers move, every stage's and stage 0's:
-    ("_first", "0_first") (each rank's first model chunk) when some option runs several chunks per rank, else
-    ("", "0") (whole stages)."""
-    return ("_first", "0_first") if any(option.chunks > 1 for option in ctx.options) else ("", "0")
+    ("_first", "0_first") (each rank's first model chunk) when some option runs several chunks per rank and a stage
+    can span buildings, else ("", "0") (whole stages)."""
+    chunked = any(option.chunks > 1 for option in ctx.options) and splits_stages(ctx)
+    return ("_first", "0_first") if chunked else ("", "0")
 
 
 def first_chunk_parts(ctx: ShapeContext, every_stage: bool) -> tuple[str, ...]:
@@ -141,8 +148,8 @@ def regathers_behind_reductions(ctx: ShapeContext) -> bool:
     (`iteration.add_dp_overlap`, dp_regather_overlap): parameters cross buildings every pass under some variant and
     some option runs re-gathers after its first chunk's reduction starts (`ScheduleOption.regathers_behind_suffixes`);
     each arc's end-of-step time is then a var of its own, end_time[a] <= dpx + drain (end_arc)."""
-    return gathers_every_cycle(ctx) and any(any(option.regathers_behind_suffixes(ctx.shape.pp))
-                                           for option in ctx.options)
+    return splits_stages(ctx) and gathers_every_cycle(ctx) and any(
+        any(option.regathers_behind_suffixes(ctx.shape.pp)) for option in ctx.options)
 
 
 def gathered_once(ctx: ShapeContext) -> list[bool]:
@@ -155,8 +162,9 @@ def gathered_once(ctx: ShapeContext) -> list[bool]:
 
 def shared_start(ctx: ShapeContext) -> bool:
     """Whether the model prices every stage's first gathers on the links together (gxa, first_gathers,
-    `iteration.add_shared_start`): more than one stage and a variant that gathers once (`gathered_once`)."""
-    return ctx.shape.pp > 1 and any(gathered_once(ctx))
+    `iteration.add_shared_start`): more than one stage, stages that can span buildings and a variant that gathers once
+    (`gathered_once`)."""
+    return ctx.shape.pp > 1 and splits_stages(ctx) and any(gathered_once(ctx))
 
 
 def chunk_gathers_cross(ctx: ShapeContext) -> bool:
@@ -514,17 +522,19 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
     g_excess = ctx.kind_excess(lambda kind: kind.grad_bytes_per_layer_per_cell) / GB
     stage_gb_most = (g + g_excess.most) * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
-    shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in DP_UNITS}
+    units = [f for f in DP_UNITS if f != "first" or shared_start(ctx)]  # every stage's first gathers: gxa
+    shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in units}
     groups = shard_group_cells(ctx)
     straddling = {f: [shares[f][v] + 2 * (groups[v] - 1) / groups[v] * straddle_unit_volume(ctx, f) / cells
-                      if v in groups else 0.0 for v in m.V] for f in DP_UNITS}
-    most = {f: max(*shares[f], *straddling[f]) * stage_gb_most for f in DP_UNITS}
+                      if v in groups else 0.0 for v in m.V] for f in units}
+    most = {f: max(*shares[f], *straddling[f]) * stage_gb_most for f in units}
     m.split = pyo.Var(m.J, domain=pyo.Binary)
     m.split_def = pyo.Constraint(m.J, m.K, rule=lambda m, j, k: m.split[j] >= m.y[j, k] - m.x[j, k] / cells)
-    m.dp_unit = pyo.Var(list(DP_UNITS), domain=pyo.NonNegativeReals, bounds=lambda m, f: (0, most[f]))
+    m.dp_unit = pyo.Var(units, domain=pyo.NonNegativeReals, bounds=lambda m, f: (0, most[f]))
     chunks = sorted({o.chunks for o in ctx.options})
-    apart = {f: [f.startswith(("end", "first")) or (f == "all" and not cross_phases(ctx, v).params_before_ops)
-                 for v in m.V] for f in DP_UNITS}
+    first_chunk = first_chunk_suffixes(ctx)[1] != "0"  # the first gathers move a chunk's share
+    apart = {f: [f.startswith("end") or (f.startswith("first") and first_chunk)
+                 or (f == "all" and not cross_phases(ctx, v).params_before_ops) for v in m.V] for f in units}
 
     def rows(coeffs: dict[str, list[float]], held, families: tuple[str, ...]) -> list:
         out = []
@@ -540,10 +550,10 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
                                                [coeffs[f][v] * fixed_grad_gb(ctx, j) for v in m.V])
         return out
 
-    add_rows(m, "dp_unit_def", rows(shares, m.split, tuple(DP_UNITS)))
+    add_rows(m, "dp_unit_def", rows(shares, m.split, tuple(units)))
     if groups:
-        add_rows(m, "straddle_unit", rows(straddling, m.straddled, ("all", "mb", "first", "first0")))
-    return {f: (m.dp_unit[f], most[f]) for f in DP_UNITS}
+        add_rows(m, "straddle_unit", rows(straddling, m.straddled, ("all", "mb", "first0")))
+    return {f: (m.dp_unit[f], most[f]) for f in units}
 
 
 def add_drain(m: pyo.ConcreteModel, ctx: ShapeContext) -> None:
