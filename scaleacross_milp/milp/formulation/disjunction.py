@@ -2,8 +2,10 @@
 
 For lhs >= sum_i c[o,i] E_i + d[o] with E_i >= 0, chosen option o (binary u[o], sum_o u[o] = 1):
     lhs >= sum_i min_o c[o,i] E_i + min_o d[o]                    holds whatever is chosen (no big-M)
-    lhs >= sum_i c[o,i] E_i + d[o] - M (1 - u[o])                 only for options above that floor
-The first row is what keeps the relaxation's bound away from zero when u is fractional.
+    lhs >= sum_i c[o,i] E_i + d[o] - M (1 - sum_{o' ~ o} u[o'])  only for options above that floor
+(o' ~ o: the options with o's coefficients, one row for all of them, which also holds the relaxation tighter than a
+row each: sum_{o'} u[o'] >= u[o]). The first row is what keeps the relaxation's bound away from zero when u is
+fractional.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ def choice_lower_bounds(
     floor_coeffs = [min(coeffs) for coeffs, _ in terms]
     floor_const = min(constant)
     rows = [lhs >= sum(c * e for c, (_, e) in zip(floor_coeffs, terms, strict=True)) + floor_const]
-    for n, o in enumerate(options):
-        above = any(coeffs[n] > c for c, (coeffs, _) in zip(floor_coeffs, terms, strict=True))
-        if above or constant[n] > floor_const:
-            rhs = sum(coeffs[n] * e for coeffs, e in terms) + constant[n]
-            rows.append(lhs >= rhs - big_m * (1 - choice[o]))
+    alike: dict[tuple[float, ...], list[int]] = {}
+    for n in range(len(options)):
+        alike.setdefault((*(coeffs[n] for coeffs, _ in terms), constant[n]), []).append(n)
+    for (*coefficients, offset), members in alike.items():
+        above = any(c > floor for c, floor in zip(coefficients, floor_coeffs, strict=True))
+        if above or offset > floor_const:
+            rhs = sum(c * e for c, (_, e) in zip(coefficients, terms, strict=True)) + offset
+            rows.append(lhs >= rhs - big_m * (1 - sum(choice[options[n]] for n in members)))
     return rows
 
 
