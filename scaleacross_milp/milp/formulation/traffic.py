@@ -386,9 +386,9 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         every, stage0 = first_chunk_suffixes(ctx)
         dp_terms["gx1"] = lambda pairs: [(firsts, owned(pairs, stage0)), *straddled(s_first, pairs, stage0)]
         once = [first if gathered else 0.0 for first, gathered in zip(firsts, gathered_once(ctx), strict=True)]
-        if shared_start(ctx):
+        if hasattr(m, "gxa"):
             dp_terms["gxa"] = lambda pairs: [(once, owned(pairs, every))]
-        if chunk_gathers_cross(ctx):
+        if hasattr(m, "gxc"):
             embedding = [-ctx.costs.grad_bytes_fixed_first / GB * first for first in once]
             dp_terms["gxc"] = lambda pairs: [(once, owned(pairs, every)),
                                              (embedding, sum(m.r[0, s, t] for s, t in pairs))]
@@ -412,23 +412,23 @@ def add_traffic(m: pyo.ConcreteModel, ctx: ShapeContext, bounds: dict[str, float
         carries = m.carries[a] if a in floored else None
         times = [("pp", m.xfer[a], "pp", (pp_unit, pp_unit), bounds["pp_arc"], per_unit),
                  ("dp", m.bdp[a], "dp", dp_unit["all"], bounds["dp_arc"]),
-                 ("dp", m.end_time[a] if regathers_behind_reductions(ctx) else m.dpx + m.drain, "dpe",
+                 ("dp", m.end_time[a] if hasattr(m, "end_time") else m.dpx + m.drain, "dpe",
                   dp_unit["end"], bounds["dp_arc"]),
                  ("dp0", m.dpx0, "dpe0", dp_unit["end0"], bounds["dp_arc"])]
         if streamed:
             times.append(("dp", m.gxt[a], "gxm", dp_unit["mb"], bounds["dp_arc"]))
         if first_gathers:
             times.append(("dp0", m.first_gather, "gx1", dp_unit["first0"], bounds["dp_arc"]))
-            if shared_start(ctx):
+            if hasattr(m, "gxa"):
                 times.append(("dp0", m.first_gathers, "gxa", dp_unit["first"], bounds["dp_arc"]))
-            if chunk_gathers_cross(ctx):
+            if hasattr(m, "gxc"):
                 times.append(("dp0", m.chunk_gathers, "gxc", dp_unit["first"], bounds["dp_arc"]))
         for family, lhs, name, (unit, unit_most), most, *on in times:
             loads = {q: (load, on[0] if on else 1.0) for q, load in lanes[name][a].items()}
             rows += line_rows(m, ctx, family, a, lhs, loads, unit, most, unit_most=unit_most,
                               carries=None if family == "pp" else carries)
     add_rows(m, "link_time", rows)
-    if regathers_behind_reductions(ctx):
+    if hasattr(m, "end_time"):
         m.end_arc = pyo.Constraint(m.A, rule=lambda m, i, d: m.dpx + m.drain >= m.end_time[i, d])
     m.link_busy = pyo.Constraint(m.A, rule=lambda m, i, d: m.busy[i, d] >= mb * m.xfer[i, d] + m.bdp[i, d])
     if streamed:
@@ -522,7 +522,7 @@ def add_dp_units(m: pyo.ConcreteModel, ctx: ShapeContext) -> dict[str, tuple[pyo
     g, most_layers = layer_grad_gb(ctx), ctx.instance.model_spec.layers - ctx.shape.pp + 1
     g_excess = ctx.kind_excess(lambda kind: kind.grad_bytes_per_layer_per_cell) / GB
     stage_gb_most = (g + g_excess.most) * most_layers + max(fixed_grad_gb(ctx, j) for j in m.J)
-    units = [f for f in DP_UNITS if f != "first" or shared_start(ctx)]  # every stage's first gathers: gxa
+    units = [f for f in DP_UNITS if f != "first" or hasattr(m, "gxa")]  # every stage's first gathers: gxa
     shares = {f: [unit_volume(ctx, v, f) / cells for v in m.V] for f in units}
     groups = shard_group_cells(ctx)
     straddling = {f: [shares[f][v] + 2 * (groups[v] - 1) / groups[v] * straddle_unit_volume(ctx, f) / cells
