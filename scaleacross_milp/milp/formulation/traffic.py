@@ -139,8 +139,9 @@ def first_chunk_suffixes(ctx: ShapeContext) -> tuple[str, str]:
 def first_chunk_parts(ctx: ShapeContext, every_stage: bool) -> tuple[str, ...]:
     """The first-chunk state vars `add_stage_gb` adds beside the whole stages': stage 0's where its first gather is
     a chunk's (`first_chunk_suffixes`), and every stage's too when `every_stage` (the `shared_start` loads)."""
-    every, stage0 = first_chunk_suffixes(ctx)
-    return tuple(suffix for suffix, wanted in ((stage0, True), (every, every_stage)) if wanted and "first" in suffix)
+    if first_chunk_suffixes(ctx) == ("", "0"):
+        return ()
+    return ("0_first", "_first") if every_stage else ("0_first",)
 
 
 def regathers_behind_reductions(ctx: ShapeContext) -> bool:
