@@ -98,6 +98,9 @@ class Outcome:
     message: str = ""
     time_limit_s: float = 0.0
     wall_s: float = math.nan
+    work_s: float = math.nan
+    wall_bound: bool = False
+    """The wall clock ended the search before its work budget (`SolveStats.wall_bound`)."""
     status: str = ""
     plan: str = ""
     milp_s: float = math.nan
@@ -342,6 +345,7 @@ def check_instance(instance: Instance, time_limit_s: float | None = None, thread
     out.wall_s = time.perf_counter() - start
     s = plan.solve
     out.status, out.milp_s, out.bound_s, out.gap = s.status, s.incumbent_s, s.bound_s, s.rel_gap
+    out.work_s, out.wall_bound = s.work_s, s.wall_bound
     out.plan, out.plan_json = _label(plan), plan.model_dump_json(indent=2)
     try:
         with replay_cap(PLAN_REPLAY_LIMIT_S):
@@ -425,6 +429,9 @@ def summary(outcomes: list[Outcome]) -> list[str]:
             f"{optimal} / {len(feasible)} not infeasible ({optimal / len(feasible):.0%})",
             f"gap: median {statistics.median(gaps):.1%}, worst {max(gaps):.1%} (seed "
             f"{max(planned, key=lambda o: o.gap).seed})",
+            f"ended by their work budget (the same plan on any load): {sum(not o.wall_bound for o in planned)} / "
+            f"{len(planned)}; wall time median {statistics.median(o.wall_s for o in planned):.2f} s, longest "
+            f"{max(o.wall_s for o in planned):.2f} s (seed {max(planned, key=lambda o: o.wall_s).seed})",
         ]
     if solved:
         diffs = [abs(o.difference) for o in solved]

@@ -149,7 +149,9 @@ def solve(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the plan JSON here")] = None,
     force: ForceOpt = False,
     time_limit: Annotated[float | None, typer.Option(
-        "--time-limit", callback=positive, help="seconds > 0 (default: search.time_limit_s)")] = None,
+        "--time-limit", callback=positive,
+        help="seconds > 0: the search's work budget, in seconds of the reference machine, and its wall-clock limit "
+             "(default: search.time_limit_s)")] = None,
     gap: Annotated[float | None, typer.Option(
         "--gap", callback=fraction, help="relative MIP gap in [0, 1) (default: search.rel_gap)")] = None,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="HiGHS threads")] = None,

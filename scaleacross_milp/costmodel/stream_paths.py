@@ -75,7 +75,7 @@ _GRAPHS: dict[tuple[Schedule, int, int, int, bool], list[list[StreamPath]]] = {}
 """`_graph_paths` so far: shapes with the same PP and any microbatch count past `steady_after` share three graphs."""
 OP_S = 10e-6
 """Seconds per op of a graph's first run (`_dependency_graph` and `_longest_paths`: the orders built and checked, the
-graph, the run and the backtracking) on 2 cores: what `pending_s` predicts (p = 32 over 200 microbatches, the three
+graph, the run and the backtracking) on 2 cores: what `graphs_s` charges (p = 32 over 200 microbatches, the three
 graphs of 64-68: ZB-H1, 19,000 ops, 0.20 s; ZB-V, 38,000 ops, 0.39 s)."""
 
 
@@ -95,10 +95,12 @@ def _graphs(schedule: Schedule, p: int, m: int) -> list[int]:
     return [shorter] if shorter == m else [shorter, shorter - 2, shorter - 4]
 
 
-def pending_s(schedule: Schedule, p: int, m: int, v: int, merged: bool = False) -> float:
-    """Predicted seconds `stream_paths` still needs for these arguments (0 once its graphs are kept)."""
+def graphs_s(schedule: Schedule, p: int, m: int, v: int) -> float:
+    """Seconds `stream_paths` takes for these arguments on its first call (OP_S per op of each graph it runs),
+    whether or not its graphs are kept already: the search's work clock charges it once per solve, so what an
+    earlier solve in the same process left kept does not change the steps (`milp.work`)."""
     ops = {Schedule.zb_h1: 3, Schedule.zb_v: 6}.get(schedule, 2 * v)
-    return sum(OP_S * ops * p * n for n in _graphs(schedule, p, m) if (schedule, p, n, v, merged) not in _GRAPHS)
+    return sum(OP_S * ops * p * n for n in _graphs(schedule, p, m))
 
 
 def steady_after(p: int) -> int:

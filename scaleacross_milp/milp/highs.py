@@ -13,7 +13,7 @@ import os
 import signal
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from multiprocessing.connection import Connection, Pipe
 
@@ -25,6 +25,8 @@ from pyomo.core.expr.numvalue import NumericValue
 from pyomo.core.expr.visitor import identify_variables
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler, _LinearStandardFormCompiler_impl
 from pyomo.repn.standard_repn import generate_standard_repn
+
+from scaleacross_milp.milp import work
 
 # The compiler's array hooks (class attributes Pyomo leaves for others to set), set here so that the first translation
 # inside a timed solve does not resolve Pyomo's deferred `scipy`, whose import pulls in scipy.stats: 1.1-1.9 s on
@@ -44,6 +46,8 @@ class MILPStatus(StrEnum):
     """Closed: no point beats the cutoff (the incumbent of another shape)."""
     node_limit = "node limit"
     time_limit = "time limit"
+    work_limit = "work limit"
+    """Stopped at its work budget (`work.checked_s`, held by HiGHS's interrupt callback)."""
     interrupted = "interrupted"
     """Stopped by HiGHS (an interrupt, or an error after a point was found: the point is kept)."""
     failed = "solver error"
@@ -122,13 +126,17 @@ class SolverFailure(RuntimeError):
 class HighsRun:
     """What one HiGHS run established: its status (None: HiGHS failed, `detail` says how), the objective of the point
     it holds (None without a feasible one), its lower bound (None when it proved none) and the point itself (column
-    values, with the objective)."""
+    values, with the objective); the LP iterations and nodes it took (-1: not known, a killed run) and its work
+    (`work.run_s`)."""
 
     status: MILPStatus | None
     objective: float | None
     bound: float | None
     point: np.ndarray | None = None
     detail: str = ""
+    iterations: int = -1
+    nodes: int = -1
+    work_s: float = 0.0
 
 
 def finished_run(highs: highspy.Highs, mip: bool) -> HighsRun:
@@ -138,7 +146,8 @@ def finished_run(highs: highspy.Highs, mip: bool) -> HighsRun:
     proved = info.mip_dual_bound if mip and info.mip_node_count >= 0 else None
     bound = proved if proved is not None else objective if status == _HMS.kOptimal else None
     point = np.asarray(highs.getSolution().col_value) if objective is not None else None
-    return HighsRun(STATUS.get(status), objective, bound, point, status.name)
+    return HighsRun(STATUS.get(status), objective, bound, point, status.name, info.simplex_iteration_count,
+                    info.mip_node_count)
 
 
 def forked_run(highs: highspy.Highs, mip: bool, cap_s: float) -> HighsRun:
@@ -194,8 +203,6 @@ class HighsModel:
 
     def __init__(self, model: pyo.ConcreteModel):
         self.model = model
-        self.shortest_run_s = math.inf
-        """The shortest HiGHS run on this model so far (what one polish LP takes at most, roughly)."""
         self.point: np.ndarray | None = None
         """The column values of the last run's point (None without one)."""
         held = [(var, var.value) for var in model.component_data_objects(pyo.Var, active=True) if var.fixed]
@@ -239,8 +246,12 @@ class HighsModel:
                           for var in self.columns], dtype=float)
         return lower, upper
 
-    def run(self, *, threads: int | None, options: dict[str, object]) -> HighsRun:
-        """One HiGHS run on the model as it stands (its variables' current fixings and bounds); nothing loaded."""
+    def run(self, *, threads: int | None, options: dict[str, object], work_limit_s: float | None = None) -> HighsRun:
+        """One HiGHS run on the model as it stands (its variables' current fixings and bounds); nothing loaded. A MIP
+        run with `work_limit_s` is interrupted at its first limit check past that work (`work.checked_s`): the
+        checks come at the same points of the same run whatever the machine's load, so the run stops at the same
+        point (status work_limit). Its work is `work.run_s` of what it took (the cap, or the wall seconds it ran,
+        when it was killed at its time limit and reported nothing)."""
         # HiGHS keeps one thread scheduler per process, sized by the first solve; a later solve asking for another
         # thread count fails outright unless the scheduler is reset (we never run two solves at once).
         highspy.Highs.resetGlobalScheduler(True)
@@ -249,15 +260,40 @@ class HighsModel:
         for name, value in (NO_LIMIT_OPTIONS | {"threads": threads or 0} | options).items():
             self.highs.setOptionValue(name, value)
         limit = float(self.highs.getOptionValue("time_limit")[1])
+        rows, nonzeros = self.highs.getNumRow(), self.highs.getNumNz()
+        capped = self.mip and work_limit_s is not None and math.isfinite(work_limit_s)
+        if capped:
+            self._cap(rows, nonzeros, work_limit_s)
         start = time.perf_counter()
-        if self.mip and math.isfinite(limit) and self.highs.getNumRow() >= FORKED_ROWS and hasattr(os, "fork"):
-            run = forked_run(self.highs, self.mip, limit * HARD_CAP[0] + HARD_CAP[1])
-        else:
-            self.highs.run()
-            run = finished_run(self.highs, self.mip)
-        self.shortest_run_s = min(self.shortest_run_s, time.perf_counter() - start)
+        try:
+            if self.mip and math.isfinite(limit) and rows >= FORKED_ROWS and hasattr(os, "fork"):
+                run = forked_run(self.highs, self.mip, limit * HARD_CAP[0] + HARD_CAP[1])
+            else:
+                self.highs.run()
+                run = finished_run(self.highs, self.mip)
+        finally:
+            if capped:
+                self.highs.stopCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+        seconds = (work.run_s(rows, nonzeros, run.iterations, run.nodes) if run.iterations >= 0
+                   else work_limit_s if capped else time.perf_counter() - start)
+        status = MILPStatus.work_limit if capped and run.status is MILPStatus.interrupted else run.status
+        run = replace(run, status=status, work_s=seconds)
         self.point = run.point
         return run
+
+    def _cap(self, rows: int, nonzeros: int, work_limit_s: float) -> None:
+        """Interrupt the next MIP run at its first limit check past `work_limit_s` (`work.checked_s`)."""
+        checks = 0
+
+        def interrupt(kind: object, message: str, data_out: object, data_in: highspy.cb.HighsCallbackInput,
+                      user_data: object) -> None:
+            nonlocal checks
+            checks += 1
+            if work.checked_s(rows, nonzeros, checks) >= work_limit_s:
+                data_in.user_interrupt = True
+
+        self.highs.setCallback(interrupt, None)
+        self.highs.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
     def load(self) -> None:
         """Load the point of the last run into the model's variables."""
@@ -323,6 +359,8 @@ class MILPOutcome:
     incumbent: float | None
     bound: float
     wall_s: float
+    work_s: float = 0.0
+    """Its runs' work (`HighsRun.work_s`)."""
 
     @property
     def finished(self) -> bool:
@@ -348,9 +386,11 @@ def solve_milp(
     threads: int | None,
     cutoff: float | None = None,
     max_nodes: int | None = None,
+    work_limit_s: float | None = None,
 ) -> MILPOutcome:
-    """Solve to `rel_gap` within `time_limit_s` and `max_nodes` branch-and-bound nodes (a budget in solver work:
-    the same answer whatever the machine's load); with `cutoff`, points not better than it are pruned.
+    """Solve to `rel_gap` within `time_limit_s` (wall), `max_nodes` branch-and-bound nodes and `work_limit_s` of work
+    (`HighsModel.run`; both budgets in solver work: the same answer whatever the machine's load); with `cutoff`,
+    points not better than it are pruned.
     Loads the incumbent into the model only when it beats `cutoff` (HiGHS may report a worse point it found
     before the cutoff pruned its subtree), so a model keeps the best solution loaded into it so far; never
     raises on time limit or infeasibility."""
@@ -360,9 +400,12 @@ def solve_milp(
     if max_nodes is not None:
         options["mip_max_nodes"] = max_nodes
     start = time.perf_counter()
-    run = highs.run(threads=threads, options=options)
+    run = highs.run(threads=threads, options=options, work_limit_s=work_limit_s)
+    spent = run.work_s
     if run.status is None and run.detail == _HMS.kSolveError.name:
-        run = highs.run(threads=threads, options=options | {"mip_feasibility_tolerance": RETRY_FEASIBILITY})
+        run = highs.run(threads=threads, options=options | {"mip_feasibility_tolerance": RETRY_FEASIBILITY},
+                        work_limit_s=work_limit_s)
+        spent += run.work_s
     wall = time.perf_counter() - start
     feasible = run.objective is not None and (cutoff is None or run.objective < cutoff)
     if feasible:
@@ -371,11 +414,11 @@ def solve_milp(
         raise SolverFailure(f"HiGHS failed on {highs.model.name} ({run.detail}); run with fewer threads or report it")
     if run.status in CLOSED and not feasible:
         closed = MILPStatus.infeasible if cutoff is None else MILPStatus.cut_off  # nothing beats the cutoff
-        return MILPOutcome(closed, None, math.inf if cutoff is None else cutoff, wall)
+        return MILPOutcome(closed, None, math.inf if cutoff is None else cutoff, wall, spent)
     bound = run.bound
     bound = max(bound, 0.0) if bound is not None and bound == bound else 0.0
     bound = bound if cutoff is None else min(bound, cutoff)
-    return MILPOutcome(run.status or MILPStatus.interrupted, run.objective if feasible else None, bound, wall)
+    return MILPOutcome(run.status or MILPStatus.interrupted, run.objective if feasible else None, bound, wall, spent)
 
 
 def snapshot(model: pyo.ConcreteModel) -> list[float | None]:

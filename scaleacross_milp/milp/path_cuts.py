@@ -18,6 +18,7 @@ from dataclasses import replace
 import pyomo.environ as pyo
 
 from scaleacross_milp.costmodel.stream_paths import critical_path
+from scaleacross_milp.milp import work
 from scaleacross_milp.milp.context import ShapeContext
 from scaleacross_milp.milp.formulation.build import held_layout
 from scaleacross_milp.milp.formulation.pipeline import critical_path_row, crossing_s
@@ -52,36 +53,44 @@ def cut_critical_path(highs: HighsModel, ctx: ShapeContext) -> bool:
 
 
 def price_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float,
-                    threads: int | None) -> MILPOutcome | None:
+                    threads: int | None) -> tuple[MILPOutcome | None, float]:
     """While the longest path at the point loaded in `highs`'s model exceeds Tpipe (`cut_critical_path`), cut it and
     price the point's layout again with every layout decision held (`formulation.build.held_layout`), at most
     CUT_ROUNDS times: a new point's stage and transfer times can make another path the longest. The first round runs
     even when `time_limit_s` is spent (a held solve of one layout takes milliseconds, and `solve_milp` gives it at
-    least 0.1 s). Returns the last held solve's outcome, or None when no path was cut."""
-    start, held = time.perf_counter(), None
+    least 0.1 s). Returns the last held solve's outcome (None when no path was cut) and the work of every path found
+    and solve run (`work.path_s`, `MILPOutcome.work_s`)."""
+    start, held, spent = time.perf_counter(), None, 0.0
     for _ in range(CUT_ROUNDS):
         left = time_limit_s - (time.perf_counter() - start)
-        if (held is not None and left <= 0) or not cut_critical_path(highs, ctx):
+        if held is not None and left <= 0:
+            break
+        spent += work.path_s(ctx)
+        if not cut_critical_path(highs, ctx):
             break
         with held_layout(highs.model):
             held = solve_milp(highs, time_limit_s=left, rel_gap=0.0, threads=threads)
+        spent += held.work_s
         if held.incumbent is None:
             break
-    return held
+    return held, spent
 
 
 def solve_with_cuts(highs: HighsModel, ctx: ShapeContext, *, time_limit_s: float, rel_gap: float,
                     threads: int | None, **options) -> MILPOutcome:
     """`highs.solve_milp` within `time_limit_s` in all; when its point's longest path exceeds Tpipe, the point's layout
     is priced again with its paths cut (`price_with_cuts`) in the time left. The outcome keeps the first solve's bound
-    (valid with the cuts too) and is closed only if the repriced incumbent is still within the gap of it."""
+    (valid with the cuts too), is closed only if the repriced incumbent is still within the gap of it, and counts the
+    work of both."""
     start = time.perf_counter()
     outcome = solve_milp(highs, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=threads, **options)
     if outcome.incumbent is None:
         return outcome
-    held = price_with_cuts(highs, ctx, time_limit_s=time_limit_s - (time.perf_counter() - start), threads=threads)
+    held, spent = price_with_cuts(highs, ctx, time_limit_s=time_limit_s - (time.perf_counter() - start),
+                                  threads=threads)
     if held is None:
-        return outcome
+        return replace(outcome, work_s=outcome.work_s + spent)
     proven = held.incumbent is not None and held.incumbent - outcome.bound <= max(rel_gap * held.incumbent, ABS_GAP)
     status = outcome.status if proven or not outcome.finished else MILPStatus.node_limit
-    return replace(outcome, status=status, incumbent=held.incumbent, wall_s=time.perf_counter() - start)
+    return replace(outcome, status=status, incumbent=held.incumbent, wall_s=time.perf_counter() - start,
+                   work_s=outcome.work_s + spent)

@@ -8,9 +8,9 @@ read only byte counts (`costmodel.memory.shape_memory`), and a shape's first bou
 time. A candidate is priced (`Candidate.context`: its cost table, from the instance's shared `InstanceTables`) and
 bounded (`bounds.lower_bound_s`) once, when the search first reaches it; both stay on its context.
 
-Shapes are screened in order of their compute floor, so under a deadline the most promising are screened first; the
-shapes the deadline leaves unscreened are bounded by the least of their compute floors, which keeps the search's
-bound valid.
+Shapes are screened in order of their compute floor, so under a deadline (the search's work clock, `milp.work`) the
+most promising are screened first; the shapes the deadline leaves unscreened are bounded by the least of their
+compute floors, which keeps the search's bound valid.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from scaleacross_milp.milp.context import (
 )
 from scaleacross_milp.milp.routes import RouteTable
 from scaleacross_milp.milp.shapes import enumerate_shapes, per_requested
+from scaleacross_milp.milp.work import FLOOR_S_PER_SHAPE, SCREEN_S_PER_SHAPE, WorkClock
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.plan import Shape
 
@@ -143,9 +144,10 @@ def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, opt
                            crossing_floors(instance, shape, links, options, variants, layer, tau))
 
 
-def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -> Screening:
-    """Screen every enumerated shape (module docstring) until `deadline` (time.perf_counter), or past it until
-    one shape passes."""
+def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = None, tail_s: float = 0.0) -> Screening:
+    """Screen every enumerated shape (module docstring); with a `clock`, charging it FLOOR_S_PER_SHAPE per shape
+    enumerated and SCREEN_S_PER_SHAPE per shape screened, until only `tail_s` of its work budget is left (or its wall
+    limit is reached), or past that until one shape passes."""
     start = time.perf_counter()
     tables = instance_tables(instance)
     shapes = enumerate_shapes(instance)
@@ -160,13 +162,17 @@ def screen(instance: Instance, routes: RouteTable, deadline: float = math.inf) -
               * shape.batch_factor(training.batch_sequences)
               for shape, (options, variants) in zip(shapes, choices, strict=True)]
     order = sorted(range(len(shapes)), key=floors.__getitem__)
+    if clock is not None:
+        clock.charge(FLOOR_S_PER_SHAPE * len(shapes))
     for n, index in enumerate(order):
-        if result.candidates and time.perf_counter() >= deadline:
+        if clock is not None and result.candidates and (clock.work_left_s(tail_s) <= 0 or clock.wall_left_s() <= 0):
             result.unscreened = len(order) - n
             result.unscreened_bound_s = floors[index]
             break
         shape = shapes[index]
         options, variants = choices[index]
+        if clock is not None:
+            clock.charge(SCREEN_S_PER_SHAPE)
         if not options:
             result.no_schedule += 1
         elif not variants:

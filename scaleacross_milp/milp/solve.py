@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from scaleacross_milp.costmodel.costs import DPVariant
 from scaleacross_milp.costmodel.price import held_usd_per_s, iteration_cost, priced
 from scaleacross_milp.costmodel.schedule import ScheduleOption
-from scaleacross_milp.costmodel.stream_paths import pending_s, stream_paths
+from scaleacross_milp.costmodel.stream_paths import graphs_s, stream_paths
 from scaleacross_milp.gcpause import collect_if_grown, collect_left_cycles, paused_cycle_collection
 from scaleacross_milp.milp.bounds import cycle_floor_s, first_stage_lower_bound_s, held_rate_floor_usd_s
 from scaleacross_milp.milp.context import Pair, ShapeContext
@@ -57,6 +57,16 @@ from scaleacross_milp.milp.routes import RouteTable, route_table
 from scaleacross_milp.milp.scaled import SCALED_PER_KIND, dp_out, fixed_decisions, pp_out
 from scaleacross_milp.milp.screen import Candidate, Screening, screen
 from scaleacross_milp.milp.shapes import per_requested
+from scaleacross_milp.milp.work import (
+    CROSSING_S,
+    PRICE_S,
+    SHARPEN_S,
+    WALL_GRACE,
+    WorkClock,
+    build_s,
+    extent,
+    path_s,
+)
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
 from scaleacross_milp.spec.plan import Plan, Shape, SolveStats
@@ -82,10 +92,9 @@ POLISH_SOLVES = 3
 """Solves of the final polish, reserved from the limit once there is an incumbent: the incumbent's layout re-priced
 with its derived variables free (`reprice`), then the two LP solves of `highs.polish`."""
 POLISH_SHARE = 0.02
-"""... reserved as that many of the incumbent model's shortest runs, at most this share of the limit: with every
-decision held each is a small LP (0.01-0.04 s on the 160-GPU five-zone and the 131k-GPU instances), while the
-model's shortest run may be a search solve stopped at its cap (3 s reserved of a 10 s limit before); the polish
-runs within what is left (`highs.polish` skips a step that does not finish)."""
+"""... reserved as this share of the limit: with every decision held each is a small LP (0.01-0.04 s on the 160-GPU
+five-zone and the 131k-GPU instances); the polish runs within what is left (`highs.polish` skips a step that does
+not finish)."""
 SCREEN_SHARE = 0.5
 """Screening stops at this share of the time limit once some shape has passed, leaving the rest to the search."""
 SETTLE_SHARE = 0.05
@@ -192,46 +201,16 @@ def narrowed(ctx: ShapeContext, buildings: list[str], pairs: list[Pair]) -> Shap
                    variants=list(dict.fromkeys(v for _, v in pairs)), screened_pairs=tuple(pairs))
 
 
-def extent(ctx: ShapeContext) -> int:
-    """What a shape's model size grows with: its rows are mostly per (stage, building) and per (stage boundary,
-    ordered building pair), so stages x buildings^2."""
-    return ctx.shape.pp * len(ctx.buildings) ** 2
-
-
 def degrees(shape: Shape) -> tuple[int, int, int, int, int, int]:
     """(TP, CP, EP, micro-batch, PP, DP): what tells shapes apart (the microbatch count follows from DP)."""
     return shape.tp, shape.cp, shape.ep, shape.micro_batch, shape.pp, shape.dp
 
-
-BUILD_OVERHEAD_S = 0.04
-BUILD_S_PER_EXTENT = 8.4e-5
-BUILD_S_PER_EXTENT_OPTION = 4.0e-5
-BUILD_S_PER_EXTENT_VARIANT = 6.5e-5
-BUILD_S_PER_STAGE_PAIR = 4.9e-5
-"""The prior of a model's build and translation time (`build_prior_s`), a + `extent` (b + b_o O + b_v V) + c p^2
-for a model holding O schedule options and V DP variants among its pairs: most rows are per (stage, building) or per
-(stage boundary, ordered building pair) and per option (the pipeline rows) or variant (the DP rows); rows per stage
-pair (interleaved round trips, gather waits) make deep pipelines cost more than their extent says. Fitted by least
-squares (relative) on the 186 builds over two buildings or more of 5 s solves of generated medium seeds 0-24 and
-small seeds 0-18 by 3 (2 cores, session 24): actual / prior 0.67-1.82 (5-95 %), median 1.07. The previous prior
-(0.3 s + 0.9 ms extent + 0.5 ms p^2, fitted on full models in session 10) predicted those builds 5x too slow, and
-the search refused models that would have fit (medium seed 2: PP 32 over 13 buildings predicted 6.1 s, built in
-1.7 s). The search scales it by the pace of its own builds (`ShapeSearch.fits`)."""
 
 BUILD_SHARE = 0.5
 """Once there is a plan, a model is built only when its predicted build takes at most this share of the time left
 (`ShapeSearch.fits`): the rest is for solving it. Generated medium seed 2's PP 32 model over 13 buildings, predicted
 to fit the 3.5 s left, built in 1.7 s and its pattern solve found nothing in the 0.9 s after it, while a PP 21 model
 over 10 buildings (0.7 s) gives a plan twice as fast."""
-
-
-def build_prior_s(ctx: ShapeContext) -> float:
-    """BUILD_OVERHEAD_S + `extent` x (BUILD_S_PER_EXTENT + BUILD_S_PER_EXTENT_OPTION O + BUILD_S_PER_EXTENT_VARIANT V)
-    + BUILD_S_PER_STAGE_PAIR p^2 for ctx's model, O and V the schedule options and DP variants among its pairs."""
-    options, variants = len({o for o, _ in ctx.pairs}), len({v for _, v in ctx.pairs})
-    return (BUILD_OVERHEAD_S + extent(ctx) * (BUILD_S_PER_EXTENT + BUILD_S_PER_EXTENT_OPTION * options
-                                              + BUILD_S_PER_EXTENT_VARIANT * variants)
-            + BUILD_S_PER_STAGE_PAIR * ctx.shape.pp ** 2)
 
 
 def span(instance: Instance, shape: Shape) -> int:
@@ -263,12 +242,12 @@ class ShapeSearch:
     (`solve_round`): each round solves the full MILP of every open shape that can still beat the incumbent by more than
     the gap, one (schedule option, DP variant) pair at a time (`solve_pair`), pairs in bound order across shapes, within
     a node budget that grows by NODE_GROWTH per round (a shape's restrictions and patterns first, if phase 1 did not
-    reach it); a shape is closed once every pair is. Every step is budgeted in solver work; the wall-clock limit only
-    ends the sequence, and once there is a plan a shape's model is built only when the builds so far predict it fits the
-    time left (`affordable`)."""
+    reach it); a shape is closed once every pair is. Every step is charged to the work clock (`milp.work`), and every
+    decision reads it: the pattern solves' caps, whether a model's build fits the time left (`affordable`), when the
+    search stops; the wall clock only ends the sequence where it runs out first."""
 
     screening: Screening
-    start: float
+    clock: WorkClock
     limit: float
     gap: float
     threads: int | None
@@ -295,18 +274,9 @@ class ShapeSearch:
     """Why phase 2 stopped building models before the limit (`SolveStats.stopped_early`)."""
     build_s: float = 0.0
     solver_s: float = 0.0
-    model_build_s: float = 0.0
-    """Seconds spent building and translating shape models so far (`build_s` also counts screening)."""
-    model_prior_s: float = 0.0
-    """What `build_prior_s` predicted for the models built so far: model_build_s / model_prior_s is this machine's
-    pace against the prior (`fits`). Both count models over two buildings or more."""
-    single_build_s: float = 0.0
-    single_prior_s: float = 0.0
-    """The same for models of one building, whose pace is learned apart: with no cross-building rows they build
-    about twice as fast as the prior fitted over more buildings says (actual / prior median 0.51 over 47 builds,
-    session 24), and predicted at a prior, the seed's own solve, over one building, stopped its search at 0.21 s of its
-    0.5 s predicting builds it did not have time for, so the plan it climbs from depended on the time limit (0.24 s
-    per iteration at 2 s, 0.16 s at 10 s)."""
+    """Wall seconds spent screening and building models, and inside HiGHS (reported, never decided on)."""
+    paths_charged: set[tuple] = field(default_factory=set)
+    """Stream-path arguments whose graphs the clock was charged for (`build_s_predicted`)."""
     models: dict[int, HighsModel] = field(default_factory=dict)
     pair_bounds: dict[int, dict[Pair, float]] = field(default_factory=dict)
     """Per shape whose full MILP is solved pair by pair, each admissible (schedule option, DP variant) pair's bound
@@ -363,13 +333,26 @@ class ShapeSearch:
         return math.inf if self.best is None else self.best.objective
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        """Work seconds charged so far (`milp.work`)."""
+        return self.clock.spent_s
 
     def remaining(self) -> float:
-        """Seconds left for the search: the limit less what polishing the incumbent will take (`polish_s`) and
-        SETTLE_SHARE of it (`settle`), and while there is no plan less RESCUE_RESERVE of it (`rescue`)."""
-        reserve = RESCUE_RESERVE if self.best is None else 0.0
-        return self.limit * (1 - SETTLE_SHARE - reserve) - self.elapsed() - self.polish_s
+        """Work seconds left for the search before its `tail_s`: what every decision reads (the caps of solves,
+        whether a build fits), so that the steps never depend on the wall clock."""
+        return self.clock.work_left_s(self.tail_s())
+
+    def exhausted(self) -> bool:
+        """Whether the search must stop: no work left (`remaining`), or the wall clock past the same point of its
+        own limit (`WorkClock.left_s`), the outer promise; a wall-clock stop cuts the same steps short."""
+        return self.clock.left_s(self.tail_s()) <= 0
+
+    def tail_s(self) -> float:
+        """The end of the limit the search leaves: what polishing the incumbent will take (`polish_s`) and
+        SETTLE_SHARE of the limit (`settle`), and while there is no plan RESCUE_RESERVE of it (`rescue`); none in the
+        rescue, which ends at the limit."""
+        if self.phase is Phase.rescue:
+            return 0.0
+        return self.limit * (SETTLE_SHARE + (RESCUE_RESERVE if self.best is None else 0.0)) + self.polish_s
 
     def settle(self) -> None:
         """Raise the bound over the searched space in the time kept for it (SETTLE_SHARE): price, then sharpen,
@@ -378,10 +361,8 @@ class ShapeSearch:
 
     @property
     def polish_s(self) -> float:
-        """Polishing solves the incumbent's model POLISH_SOLVES times with its layout held: that many of its shortest
-        runs, at most POLISH_SHARE of the limit."""
-        return 0.0 if self.best is None else min(POLISH_SOLVES * self.best.model.shortest_run_s,
-                                                 POLISH_SHARE * self.limit)
+        """What the final polish is kept once there is a plan: POLISH_SHARE of the limit."""
+        return 0.0 if self.best is None else POLISH_SHARE * self.limit
 
     @property
     def bound(self) -> float:
@@ -397,7 +378,7 @@ class ShapeSearch:
         """Tell `progress` where the search is (entering `phase` when given)."""
         self.phase = phase or self.phase
         if self.progress is not None:
-            self.progress(SearchProgress(self.phase, self.elapsed(), len(self.closed),
+            self.progress(SearchProgress(self.phase, self.clock.wall_s, len(self.closed),
                                          len(self.candidates) - len(self.closed),
                                          None if math.isinf(self.incumbent) else self.incumbent, self.bound))
 
@@ -416,15 +397,16 @@ class ShapeSearch:
 
     def best_first(self, members: list[int] | None = None, until_s: float | None = None) -> Iterator[int]:
         """`members` (every candidate when None) not yet closed, in order of sharpened bound while they are promising
-        and time is left (until `until_s` seconds into the solve when given, else while `remaining`); a shape's floor
-        takes its crossing term, then it is priced, then sharpened, each when its current key is the smallest left
-        (`key`)."""
+        and time is left (until `until_s` work seconds into the solve when given, or the limit less the polish's
+        share; else while `remaining`); a shape's floor takes its crossing term, then it is priced, then sharpened,
+        each when its current key is the smallest left (`key`), each step charged (`milp.work`)."""
         queue = [(*self.key(i), i) for i in (range(len(self.candidates)) if members is None else members)
                  if i not in self.closed]
         heapq.heapify(queue)
         while queue and self.promising(queue[0][0]):
-            if (self.remaining() <= 0) if until_s is None else self.elapsed() >= until_s:
-                if self.remaining() <= 0:  # the limit stopped it, not a budget of its own (`front_first`)
+            if self.exhausted() if until_s is None else (
+                    self.elapsed() >= until_s or self.clock.left_s(self.polish_s) <= 0):
+                if self.exhausted():  # the limit stopped it, not a budget of its own (`front_first`)
                     self.out_of_time = True
                 return
             *_, i = heapq.heappop(queue)
@@ -433,18 +415,22 @@ class ShapeSearch:
                 continue
             if i not in self.crossed:
                 self.crossed.add(i)
+                self.clock.charge(CROSSING_S)
                 self.raise_time_bound(i, self.screening.crossing_floor_s(self.candidates[i]))
             elif self.candidates[i].ctx is None:
                 self.price(i)
             else:
                 ctx = self.ctx(i)
+                self.clock.charge(SHARPEN_S)
                 self.raise_time_bound(i, first_stage_lower_bound_s(ctx, ctx.pairs) * per_requested(ctx))
                 self.sharpened.add(i)
             heapq.heappush(queue, (*self.key(i), i))
 
     def price(self, i: int) -> None:
-        """Price shape i; its bound rises to its screening bound."""
+        """Price shape i (charged PRICE_S the first time); its bound rises to its screening bound."""
         candidate = self.candidates[i]
+        if candidate.ctx is None:
+            self.clock.charge(PRICE_S)
         self.screening.context(candidate)
         self.raise_time_bound(i, candidate.bound_s)
 
@@ -459,42 +445,31 @@ class ShapeSearch:
         return math.isinf(self.incumbent) or self.build_s_predicted(ctx) <= BUILD_SHARE * self.remaining()
 
     def build_s_predicted(self, ctx: ShapeContext) -> float:
-        """Seconds to build and translate ctx's model: `build_prior_s` times the pace of the builds of its kind so
-        far against it (1 before any; one-building models and the others apart, `single_build_s`), plus what its
-        stream paths still need (`stream_paths.pending_s`)."""
-        seconds, prior = ((self.model_build_s, self.model_prior_s) if len(ctx.buildings) > 1
-                          else (self.single_build_s, self.single_prior_s))
-        pace = seconds / prior if prior else 1.0
-        return pace * build_prior_s(ctx) + sum(pending_s(*args) for args in stream_path_arguments(ctx))
+        """Work of building and translating ctx's model (`work.build_s`) and of the stream paths this solve has not
+        run yet (`stream_paths.graphs_s`): what `build` charges."""
+        return build_s(ctx) + sum(graphs_s(*args) for args in self.new_paths(ctx))
+
+    def new_paths(self, ctx: ShapeContext) -> list[tuple]:
+        """ctx's stream-path arguments the clock was not charged for yet (one charge per solve, however many are
+        kept from earlier solves in this process)."""
+        return [args[:4] for args in stream_path_arguments(ctx) if args[:4] not in self.paths_charged]
 
     def build(self, i: int, ctx: ShapeContext) -> HighsModel:
-        """Shape i's model over ctx's buildings, translated to HiGHS; its stream paths are run first and timed
-        apart (they are kept for every later shape of the same pipeline), so that the pace learns builds alone
-        (`built`)."""
+        """Shape i's model over ctx's buildings, translated to HiGHS, its stream paths run first; charged
+        `build_s_predicted`."""
         collect_if_grown()
-        paths = time.perf_counter()
+        self.clock.charge(self.build_s_predicted(ctx))
+        self.paths_charged.update(self.new_paths(ctx))
+        start = time.perf_counter()
         for args in stream_path_arguments(ctx):
             stream_paths(*args)
-        built = time.perf_counter()
-        self.build_s += built - paths
         instance = self.screening.instance
         floors = Floors(self.floor_s(i) / per_requested(ctx), cycle_floor_s(ctx),
                         held_rate_floor_usd_s(instance, ctx.shape, ctx.buildings) if priced_rows_needed(
                             instance.search) else 0.0)
         model = HighsModel(build_model(ctx, floors))
-        self.built(ctx, time.perf_counter() - built)
+        self.build_s += time.perf_counter() - start
         return model
-
-    def built(self, ctx: ShapeContext, seconds: float) -> None:
-        """Count ctx's model built in `seconds`; the pace of its kind (over one building, or over more) learns from
-        it."""
-        self.build_s += seconds
-        if len(ctx.buildings) > 1:
-            self.model_build_s += seconds
-            self.model_prior_s += build_prior_s(ctx)
-        else:
-            self.single_build_s += seconds
-            self.single_prior_s += build_prior_s(ctx)
 
     def narrowed_model(self, i: int, buildings: list[str], pairs: list[Pair],
                        check_fit: bool = True) -> tuple[HighsModel, ShapeContext] | None:
@@ -521,23 +496,28 @@ class ShapeSearch:
             self.models[i] = self.build(i, self.ctx(i))
         return self.models[i]
 
-    def solve(self, i: int, nodes: int, rel_gap: float, time_limit_s: float | None = None,
+    def solve(self, i: int, nodes: int, rel_gap: float, work_limit_s: float | None = None,
               restricted: tuple[HighsModel, ShapeContext] | None = None, beat_by_gap: bool = False):
         """One HiGHS solve of shape i's model (as currently fixed; or of its `restricted` model and context) within
-        `nodes`, its critical paths cut (`path_cuts.solve_with_cuts`); keeps the best incumbent. Its cutoff is the
-        incumbent, or with `beat_by_gap` the incumbent less the search's gap: a proof then needs only that nothing
-        beats the incumbent by more than the gap, which is what the search asks of a shape (`promising`)."""
+        `nodes` and `work_limit_s` of work (`remaining` when None), its critical paths cut
+        (`path_cuts.solve_with_cuts`), its work charged; keeps the best incumbent. Its cutoff is the incumbent, or
+        with `beat_by_gap` the incumbent less the search's gap: a proof then needs only that nothing beats the
+        incumbent by more than the gap, which is what the search asks of a shape (`promising`)."""
         model, ctx = restricted or (self.model(i), self.ctx(i))
         factor = per_requested(ctx)
         cutoff = self.incumbent * (1 - self.gap if beat_by_gap else 1.0) / factor
         start = time.perf_counter()
         try:
             outcome = solve_with_cuts(model, ctx, rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
-                                      time_limit_s=self.remaining() if time_limit_s is None else time_limit_s,
+                                      time_limit_s=self.clock.wall_left_s(self.tail_s()),
+                                      work_limit_s=max(self.remaining() if work_limit_s is None else work_limit_s,
+                                                       0.0),
                                       cutoff=None if math.isinf(cutoff) else cutoff)
         except SolverFailure:  # one model's internal error proves nothing and ends nothing but this solve
             outcome = MILPOutcome(MILPStatus.failed, None, 0.0, time.perf_counter() - start)
         self.solver_s += outcome.wall_s
+        self.clock.charge(outcome.work_s)
+        self.clock.wall_bound |= outcome.status is MILPStatus.time_limit
         if outcome.incumbent is not None and outcome.incumbent * factor < self.incumbent:
             if self.best is not None:
                 self.superseded.append(self.best)
@@ -546,11 +526,11 @@ class ShapeSearch:
         self.report()
         return outcome
 
-    def solve_cells(self, i: int, cells: Cells | None, time_limit_s: float,
+    def solve_cells(self, i: int, cells: Cells | None, work_limit_s: float,
                     restricted: tuple[HighsModel, ShapeContext] | None = None, option: int | None = None,
                     variant: int | None = None, layers: list[int] | None = None) -> None:
         """Shape i's model (or its `restricted` one) with `cells` fixed, and the option, variant and layers, each
-        unless None, in one pattern solve (`solve`: PATTERN_NODES, `time_limit_s`). With the layers left free, first
+        unless None, in one pattern solve (`solve`: PATTERN_NODES, `work_limit_s`). With the layers left free, first
         at the cells' speed split (`patterns.speed_layers`, in the least layer granularity of the model's options),
         which the node budget may not reach, then free with that point as its cutoff."""
         model, ctx = restricted or (self.model(i), self.ctx(i))
@@ -558,10 +538,10 @@ class ShapeSearch:
         split = speed_layers(ctx, cells, grain) if cells is not None and layers is None else None
         with fixed_cells(model.model, cells):
             for fixed in ([split] if split is not None else []) + [layers]:
-                if self.remaining() <= 0 and self.best is not None:
+                if self.exhausted() and self.best is not None:
                     return
                 with fixed_decisions(model.model, option, variant, fixed):
-                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, time_limit_s, restricted=restricted)
+                    self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, work_limit_s, restricted=restricted)
 
     def open_pairs(self, i: int) -> list[tuple[float, Pair]]:
         """Shape i's pairs that are open and promising, with their bounds on the objective per requested batch. A
@@ -569,6 +549,7 @@ class ShapeSearch:
         (`solve_pair`)."""
         ctx = self.ctx(i)
         if i not in self.pair_bounds:
+            self.clock.charge(SHARPEN_S * len(ctx.pairs))
             self.pair_bounds[i] = {pair: self.lift(i, first_stage_lower_bound_s(ctx, [pair]) * per_requested(ctx))
                                    for pair in ctx.pairs}
             self.closed_pairs[i] = set()
@@ -608,13 +589,13 @@ class ShapeSearch:
         """The next shape of `shapes` (a `best_first` queue) whose model is built or fits the time left
         (`affordable`), its restrictions and patterns tried first if phase 1 did not reach it; None when none."""
         for i in shapes:
-            if self.remaining() <= 0:
+            if self.exhausted():
                 self.out_of_time = True
                 return None
             if not self.affordable(i):
                 self.out_of_time = True  # this round still solves the models already built
                 if self.stopped_early is None:
-                    self.stopped_early = (f"stopped at {self.elapsed():.1f} s: the next shape's model "
+                    self.stopped_early = (f"stopped at {self.elapsed():.1f} s of work: the next shape's model "
                                           f"({self.ctx(i).shape.label()}) would take "
                                           f"{self.build_s_predicted(self.ctx(i)):.1f} s to build, more "
                                           f"than the {max(self.remaining(), 0.0):.1f} s left")
@@ -642,7 +623,7 @@ class ShapeSearch:
                 ahead = self.next_open(shapes)
                 continue
             bound, i, _, pair = heapq.heappop(queue)
-            if self.remaining() <= 0:
+            if self.exhausted():
                 self.out_of_time = True
                 break
             if i in self.closed or pair in self.closed_pairs[i] or not self.promising(self.pair_bounds[i][pair]):
@@ -657,7 +638,7 @@ class ShapeSearch:
         return self.ctx(i).shape.pp * len(sets[0].buildings) ** 2 if sets else math.inf
 
     def pattern_s(self) -> float:
-        """The wall-clock cap of one pattern or restriction solve in the search (PATTERN_SHARE)."""
+        """The work cap of one pattern or restriction solve in the search (PATTERN_SHARE)."""
         return min(self.remaining(), PATTERN_SHARE * self.limit)
 
     def restriction_pairs(self, i: int) -> list[Pair]:
@@ -674,14 +655,14 @@ class ShapeSearch:
             by_variant.setdefault(pair[1], pair)
         return list(dict.fromkeys([*by_option.values(), *by_variant.values()]))
 
-    def try_restriction(self, i: int, time_limit_s: float | None = None, every_pair: bool = False) -> None:
+    def try_restriction(self, i: int, work_limit_s: float | None = None, every_pair: bool = False) -> None:
         """Solve shape i's restrictions (`patterns.restrictions`: its MILP over the buildings DP-out fills, then over
         those PP-out uses) with their patterns' cells fixed, each solve within PATTERN_NODES and `pattern_s`; once
         per shape in the search, each restriction's free-placement solve deferred to `free_placements`, and again,
-        within `time_limit_s`, in the rescue, there with the placement free after the patterns. Their bounds hold for
+        within `work_limit_s`, in the rescue, there with the placement free after the patterns. Their bounds hold for
         the restrictions only, so only their incumbents are kept, and a restriction's model holds only
         `restriction_pairs` (every pair with `every_pair`: the rescue's last resort)."""
-        rescue = time_limit_s is not None
+        rescue = work_limit_s is not None
         if not rescue:
             if i in self.restrictions_tried:
                 return
@@ -698,9 +679,9 @@ class ShapeSearch:
             if not rescue:
                 self.placements_deferred.append((i, tuple(restriction.buildings)))
             for cells in [*restriction.patterns, *([None] if rescue else [])]:
-                if self.best is not None if rescue else self.remaining() <= 0:
+                if self.best is not None if rescue else self.exhausted():
                     return  # out of time; in the rescue, a plan is all it needs
-                self.solve_cells(i, cells, time_limit_s or self.pattern_s(), restricted)
+                self.solve_cells(i, cells, work_limit_s or self.pattern_s(), restricted)
 
     def free_placements(self) -> None:
         """The deferred free-placement solves of the restrictions tried (`try_restriction`), in the order they were
@@ -711,21 +692,21 @@ class ShapeSearch:
         ran in 17 s. The incumbent's own shape's solved within the climb, before its neighbours' steps, took back the
         time the scaled layouts need (seeds 14, 18 and 20 lost the 15-31 % their deferred plans gain); taken first
         here, the 200-instance suite's plans were 1.3-1.6 % slower in geometric mean."""
-        while self.placements_deferred and self.remaining() > 0:
+        while self.placements_deferred and not self.exhausted():
             i, buildings = self.placements_deferred.pop(0)
             if i in self.closed or not self.promising(self.bounds[i]):
                 continue
             held = self.ctx(i).held_pairs(list(buildings), self.restriction_pairs(i))
             restricted = self.narrowed_model(i, list(buildings), held) if held else None
-            if restricted is not None and self.remaining() > 0:
+            if restricted is not None and not self.exhausted():
                 best = self.best
                 self.solve_cells(i, None, self.pattern_s(), restricted)
                 if self.best is not best:
                     self.climb()
 
-    def try_patterns(self, i: int, time_limit_s: float | None = None) -> None:
+    def try_patterns(self, i: int, work_limit_s: float | None = None) -> None:
         """Solve shape i's named patterns that use every building (the others are solved in its restrictions) on its
-        full model, each within PATTERN_NODES and `pattern_s`; in the rescue (`time_limit_s` given, each solve
+        full model, each within PATTERN_NODES and `pattern_s`; in the rescue (`work_limit_s` given, each solve
         within it) on a model of its `restriction_pairs` only, which builds several times faster."""
         self.patterns_tried.add(i)
         ctx = self.ctx(i)
@@ -734,13 +715,13 @@ class ShapeSearch:
         if not fixings:
             return
         restricted = None
-        if time_limit_s is not None:
+        if work_limit_s is not None:
             restricted = self.narrowed_model(i, ctx.buildings, self.restriction_pairs(i) or list(ctx.pairs),
                                              check_fit=False)
         for cells in fixings:
-            if (self.remaining() <= 0) if time_limit_s is None else self.best is not None:
+            if (self.exhausted()) if work_limit_s is None else self.best is not None:
                 return
-            self.solve_cells(i, cells, time_limit_s or self.pattern_s(), restricted)
+            self.solve_cells(i, cells, work_limit_s or self.pattern_s(), restricted)
 
     def scaling_out(self, shape: Shape) -> list[int]:
         """Open, promising candidates with the same TP, CP, EP and micro-batch as `shape` over more GPUs, in queue
@@ -779,7 +760,7 @@ class ShapeSearch:
             tried = 0
             for i in climbing_order([i for i in grown if same(self.candidates[i].shape)],
                                     lambda i: self.candidates[i].shape.gpus):
-                if tried == SCALED_PER_KIND or self.remaining() <= 0:
+                if tried == SCALED_PER_KIND or self.exhausted():
                     break
                 ctx = self.ctx(i)
                 scaled = make(ctx)
@@ -792,7 +773,7 @@ class ShapeSearch:
                 restricted = self.narrowed_model(i, buildings, pairs) if pairs else None
                 if restricted is None:
                     continue
-                if self.remaining() <= 0:  # the build took what was left
+                if self.exhausted():  # the build took what was left
                     return
                 tried += 1
                 sub = restricted[1]
@@ -824,7 +805,7 @@ class ShapeSearch:
         of a 5 s search that then ended before the next step out (generated medium seed 111: its TP 8 PP 14 DP 6
         plan's restriction took 1.5 s, and PP 21 DP 6, a third faster, was never priced)."""
         for root in self.roots():
-            if self.remaining() <= 0:
+            if self.exhausted():
                 return
             shape, best = root.ctx.shape, self.best
             self.climbed.add(degrees(shape))
@@ -839,7 +820,7 @@ class ShapeSearch:
                     self.climbed.discard(degrees(shape))  # climb again from the placement the restriction found
                     continue
             for i in self.neighbours(shape):
-                if self.remaining() <= 0:
+                if self.exhausted():
                     return
                 self.try_restriction(i)
                 if i not in self.patterns_tried and self.affordable(i):
@@ -880,7 +861,7 @@ class ShapeSearch:
             return
         pairs = self.ctx(i).held_pairs(seed.ctx.buildings, self.restriction_pairs(i))
         restricted = self.narrowed_model(i, seed.ctx.buildings, pairs) if pairs else None
-        if restricted is not None and self.remaining() > 0:
+        if restricted is not None and not self.exhausted():
             self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, self.pattern_s(), restricted=restricted)
 
     def run(self) -> None:
@@ -890,7 +871,7 @@ class ShapeSearch:
         self.climb()  # from the seed, or the front's plan: over more buildings
         fronts: list[int] = []
         for queue in [self.best_first(), *self.spans()]:
-            if self.remaining() <= 0:
+            if self.exhausted():
                 self.out_of_time = True
                 break
             i = next(queue, None)
@@ -900,11 +881,11 @@ class ShapeSearch:
         # that can beat it most (the 131k-GPU Llama 3 405B instance reached its plan of 3.49 s after 27-47 s in
         # extent order, 14-17 s in bound order).
         for i in sorted(fronts, key=self.restriction_extent if self.best is None else self.key):
-            if self.remaining() > 0:
+            if not self.exhausted():
                 self.try_restriction(i)
                 self.climb()
         for i in fronts:
-            if self.remaining() > 0 and self.affordable(i):
+            if not self.exhausted() and self.affordable(i):
                 self.try_patterns(i)
                 self.climb()
         self.free_placements()
@@ -931,7 +912,7 @@ class ShapeSearch:
         self.report(Phase.rescue)
 
         def left() -> float:
-            return max(RESCUE_FLOOR_S, self.limit - self.elapsed())
+            return max(RESCUE_FLOOR_S, self.clock.left_s())
 
         def restricted(i: int) -> None:
             self.try_restriction(i, left())
@@ -943,7 +924,7 @@ class ShapeSearch:
                   and self.restriction_extent(i) < extent(candidate.ctx)]
         for i in sorted(priced, key=lambda i: (self.restriction_extent(i), self.key(i))):  # smallest models first
             restricted(i)
-            if self.best is not None or self.elapsed() >= self.limit:
+            if self.best is not None or self.clock.left_s() <= 0:
                 return
         queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
         heapq.heapify(queue)
@@ -959,7 +940,7 @@ class ShapeSearch:
             restricted(i)
             if self.best is None:
                 self.try_patterns(i, left())
-            if self.best is not None or self.elapsed() >= self.limit:
+            if self.best is not None or self.clock.left_s() <= 0:
                 return
 
 
@@ -996,15 +977,18 @@ def solve_instance(
 
 
 def search_instance(instance: Instance, time_limit_s: float | None, rel_gap: float | None, threads: int | None,
-                    progress: ProgressHook | None) -> Plan:
+                    progress: ProgressHook | None, clock: WorkClock | None = None) -> Plan:
     """`solve_instance`'s work, run with the cyclic collector paused: its automatic collections rescan every object
     alive, the models the search keeps included, and took 0.5-1.3 s of 5 s solves of generated medium instances
     (0.1-0.5 s each, several per solve, at points that moved with the machine's load: a price or a solve past the
     limit). Reference counting frees what the search drops; the few cycles it leaves (about 90 bytes each, 1.4
     million after 30 s of generated medium seed 31: 126 MB) are collected once they pass
-    `gcpause.GROWN_OBJECTS` (`ShapeSearch.build`) and after the solve."""
-    start = time.perf_counter()
+    `gcpause.GROWN_OBJECTS` (`ShapeSearch.build`) and after the solve.
+
+    The limit is a budget of work (`milp.work`) and, WALL_GRACE past it, a wall-clock limit, unless `clock` is given
+    (whose wall limit then holds)."""
     limit = time_limit_s if time_limit_s is not None else instance.search.time_limit_s
+    clock = clock or WorkClock(limit, limit * (1 + WALL_GRACE))
     gap = rel_gap if rel_gap is not None else instance.search.rel_gap
     threads = threads if threads is not None else instance.search.threads
     buildings = len(instance.topology.buildings)
@@ -1017,17 +1001,16 @@ def search_instance(instance: Instance, time_limit_s: float | None, rel_gap: flo
     seed = None
     if buildings > 1 and seed_seconds(limit):
         if progress is not None:
-            progress(SearchProgress(Phase.seed, time.perf_counter() - start, 0, 0, None, math.inf))
-        seed = seed_incumbent(instance, routes, seed_seconds(limit), gap, threads)
+            progress(SearchProgress(Phase.seed, clock.wall_s, 0, 0, None, math.inf))
+        seed = seed_incumbent(instance, routes, clock, seed_seconds(limit), gap, threads)
     searched_from = time.perf_counter()  # the seed's own solve counts in wall_s only
     if progress is not None:
         known = None if seed is None else seed.objective  # the bound is capped by the incumbent (`ShapeSearch.bound`)
-        progress(SearchProgress(Phase.screening, time.perf_counter() - start, 0, 0, known,
-                                math.inf if known is None else known))
-    screening = screen(instance, routes, searched_from + SCREEN_SHARE * max(0.0, start + limit - searched_from))
+        progress(SearchProgress(Phase.screening, clock.wall_s, 0, 0, known, math.inf if known is None else known))
+    screening = screen(instance, routes, clock, (1 - SCREEN_SHARE) * max(0.0, limit - clock.spent_s))
     if not screening.candidates and not screening.unscreened:
         raise infeasibility(instance, screening)
-    search = ShapeSearch(screening, start, limit, gap, threads, best=seed,
+    search = ShapeSearch(screening, clock, limit, gap, threads, best=seed,
                          build_s=time.perf_counter() - searched_from, progress=progress)
     search.run()
 
@@ -1050,11 +1033,10 @@ def search_instance(instance: Instance, time_limit_s: float | None, rel_gap: flo
     search.report(Phase.polish)
     restore(model, best.values)
     polish_left_s = search.polish_s * (POLISH_SOLVES - 1) / POLISH_SOLVES  # what the polish LPs after it keep
-    reprice(highs, ctx, best.objective / per_requested(ctx),
-            max(0.1, search.limit - search.elapsed() - polish_left_s), threads)
-    incumbent = polish(highs, model.objective.expr, threads, max(0.1, search.limit - search.elapsed()))
+    reprice(highs, ctx, best.objective / per_requested(ctx), clock, polish_left_s, threads)
+    incumbent = polish(highs, model.objective.expr, threads, max(0.1, clock.wall_left_s()))
     bound /= per_requested(ctx)
-    wall = time.perf_counter() - start
+    wall = clock.wall_s
     rel = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
     proven = rel <= gap + 1e-9 or incumbent - bound <= ABS_GAP  # HiGHS closes at either
     left_open = [i for i, b in enumerate(search.bounds) if i not in search.closed and search.promising(b)]
@@ -1062,8 +1044,8 @@ def search_instance(instance: Instance, time_limit_s: float | None, rel_gap: flo
         "incumbent_s": model.T.value, "bound_s": None, "incumbent_usd": incumbent, "bound_usd": bound}
     stats = SolveStats(
         status="optimal" if proven else "time limit" if (
-            search.out_of_time or screening.unscreened or wall >= limit) else "gap open",
-        rel_gap=max(rel, 0.0), wall_s=wall, build_s=search.build_s,
+            search.out_of_time or screening.unscreened or clock.left_s() <= 0) else "gap open",
+        rel_gap=max(rel, 0.0), wall_s=wall, work_s=clock.spent_s, wall_bound=clock.wall_bound, build_s=search.build_s,
         solver_s=search.solver_s, shapes_total=screening.total, shapes_solved=len(search.closed),
         shapes_pruned=len(screening.candidates) - len(search.closed) - len(left_open), shapes_open=len(left_open),
         stopped_early=None if proven else search.stopped_early,
@@ -1079,7 +1061,8 @@ def search_instance(instance: Instance, time_limit_s: float | None, rel_gap: flo
     return plan.model_copy(update={"prediction": plan.prediction.model_copy(update={"cost": cost})})
 
 
-def reprice(highs: HighsModel, ctx: ShapeContext, objective: float, time_limit_s: float, threads: int | None) -> None:
+def reprice(highs: HighsModel, ctx: ShapeContext, objective: float, clock: WorkClock, tail_s: float,
+            threads: int | None) -> None:
     """Re-solve the loaded incumbent's model with its layout held (`formulation.build.held_layout`) but its links'
     transports, and keep a better point: a solve stopped at its budget, or at its gap, may leave derived binaries (a
     link's price line, a split stage's indicator) where they over-price its own layout (generated seed 34: a plan
@@ -1089,9 +1072,12 @@ def reprice(highs: HighsModel, ctx: ShapeContext, objective: float, time_limit_s
     path is cut (`path_cuts.cut_critical_path`), for `highs.polish`'s LP to price: the search cut the paths of the
     points it solved, and the plan's point (its transports moved, or restored from an earlier solve) can have another
     (the bundled pp-out's ZB-V plan of one search order was reported at 4.358 s, its layout's price 4.415 s, its replay
-    4.506 s; generated medium seed 97's, its search's time spent, 7.2 % below its replay)."""
+    4.506 s; generated medium seed 97's, its search's time spent, 7.2 % below its replay). It runs on `clock` up to
+    the last `tail_s` of the limit (at least 0.1 s), and is charged."""
     with held_layout(highs.model, tuple(name for name in LAYOUT_DECISIONS if name != "z")):
-        solve_milp(highs, time_limit_s=time_limit_s, rel_gap=0.0, threads=threads, cutoff=objective)
+        outcome = solve_milp(highs, time_limit_s=max(0.1, clock.wall_left_s(tail_s)), rel_gap=0.0, threads=threads,
+                             cutoff=objective, work_limit_s=max(0.1, clock.left_s(tail_s)))
+    clock.charge(outcome.work_s + path_s(ctx))
     cut_critical_path(highs, ctx)
 
 
@@ -1109,29 +1095,31 @@ def strongest_building(instance: Instance) -> str:
                key=lambda b: b.gpus * instance.gpu_type_of(b.name).peak_dense_tflops.get(precision, 0.0)).name
 
 
-def seed_plan(instance: Instance, limit_s: float, gap: float, threads: int | None) -> Plan | None:
+def seed_plan(instance: Instance, clock: WorkClock, gap: float, threads: int | None) -> Plan | None:
     """The plan of the instance restricted to its strongest building (its other buildings and every link left out),
-    solved within `limit_s`; None when that building cannot run the job. A plan that leaves buildings unused is in
-    the searched space, so it is an incumbent the cluster-wide search must beat (`seed_incumbent`):
-    every shape that cannot is pruned, and the answer is never worse than this building alone."""
+    solved on `clock` (its limits); None when that building cannot run the job. A plan that leaves buildings unused
+    is in the searched space, so it is an incumbent the cluster-wide search must beat (`seed_incumbent`): every shape
+    that cannot is pruned, and the answer is never worse than this building alone."""
     strongest = strongest_building(instance)
     topology = instance.topology.model_copy(update={
         "buildings": [b for b in instance.topology.buildings if b.name == strongest], "links": []})
     try:
-        return solve_instance(instance.model_copy(update={"topology": topology}), time_limit_s=limit_s,
-                              rel_gap=gap, threads=threads)
+        return search_instance(instance.model_copy(update={"topology": topology}), clock.work_limit_s, gap, threads,
+                               None, clock)
     except (InputError, NoPlanFound):
         return None
 
 
-def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: float,
+def seed_incumbent(instance: Instance, routes: RouteTable, clock: WorkClock, limit_s: float, gap: float,
                    threads: int | None) -> Incumbent | None:
-    """`seed_plan`'s layout as the search's first incumbent: priced in the whole instance by its MILP with every
+    """`seed_plan`'s layout, solved within `limit_s` of work (and what `clock` has left of its wall limit), as the
+    search's first incumbent: priced in the whole instance by its MILP with every
     decision fixed (`price.fixed_layout_model`, with the whole instance's routes and cost tables), over the buildings
-    it uses only (as
-    `ShapeSearch.try_restriction` builds restrictions: a model of one building, not of the whole topology), its model
-    kept for the final polish; None when HiGHS fails on it."""
-    plan = seed_plan(instance, limit_s, gap, threads)
+    it uses only (as `ShapeSearch.try_restriction` builds restrictions: a model of one building, not of the whole
+    topology), its model kept for the final polish; None when HiGHS fails on it. `clock` is charged both."""
+    own = WorkClock(limit_s, clock.wall_left_s())
+    plan = seed_plan(instance, own, gap, threads)
+    clock.absorb(own)
     if plan is None:
         return None
     used = {k for stage in plan.stages for k in stage.cells_per_building}
@@ -1141,6 +1129,7 @@ def seed_incumbent(instance: Instance, routes: RouteTable, limit_s: float, gap: 
         outcome = solve_with_cuts(highs, ctx, time_limit_s=PRICE_LIMIT_S, rel_gap=0.0, threads=threads)
     except SolverFailure:
         return None  # the search goes on without a seed
+    clock.charge(outcome.work_s)
     if outcome.incumbent is None:
         return None
     return Incumbent(outcome.incumbent * per_requested(ctx), -1, highs, ctx, model_size(model), snapshot(model),

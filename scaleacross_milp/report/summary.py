@@ -155,7 +155,9 @@ def solve_lines(stats: SolveStats) -> list[str]:
            f"Best bound: {usd(stats.bound_usd)}/iteration"] if stats.objective is Objective.cost else
           [f"Incumbent: {seconds(stats.incumbent_s)}", f"Best bound: {seconds(stats.bound_s)}"]),
         f"Relative gap: {percent(stats.rel_gap, 3)}",
-        f"Wall time: {stats.wall_s:.2f} s",
+        f"Wall time: {stats.wall_s:.2f} s; work: {stats.work_s:.2f} s of the reference machine"
+        + (" (the wall clock ended the search first: on a slower or busier machine the plan may differ)"
+           if stats.wall_bound else " (the same steps and plan on any load)"),
         f"Shapes: {stats.shapes_total} enumerated, {screened} passed screening, "
         f"{stats.shapes_solved} solved, {stats.shapes_pruned} pruned by bound"
         + (f", {stats.shapes_open} left open at the limit" if stats.shapes_open else ""),

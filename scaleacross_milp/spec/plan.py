@@ -128,6 +128,12 @@ class SolveStats(Contract):
         "than bound_s / the plan's batch (shapes running other batches compared per sequence)"))
     rel_gap: float | None
     wall_s: NonNegativeFloat
+    work_s: NonNegativeFloat = Field(0.0, description=(
+        "the search's work in seconds of the reference machine (milp/work.py): what its budget, the time limit, "
+        "counts, so that its steps do not depend on the machine's load"))
+    wall_bound: bool = Field(False, description=(
+        "the wall clock ran out before the work budget and ended a step: the steps taken, and the plan, then "
+        "depend on the machine's speed and load"))
     build_s: NonNegativeFloat = Field(0.0, description="screening shapes and building their Pyomo models")
     solver_s: NonNegativeFloat = Field(0.0, description="time inside HiGHS over all shapes")
     shapes_total: NonNegativeInt

@@ -4,7 +4,6 @@ expensive far one (tests/pricing.py), with the costs checked by hand."""
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
@@ -12,6 +11,7 @@ from scaleacross_milp.milp.bounds import held_rate_floor_usd_s
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import InfeasibleInstance, ShapeSearch, solve_instance
+from scaleacross_milp.milp.work import WorkClock
 from scaleacross_milp.spec.plan import Plan, Shape
 from scaleacross_milp.spec.search import Objective
 from tests.pricing import EGRESS_USD, FAR_USD, NEAR_USD, priced_halls
@@ -107,8 +107,7 @@ def test_the_search_bounds_a_shapes_cost_by_its_time_bound_at_the_cheapest_held_
     # more than it at rate R.
     def search(**options) -> ShapeSearch:
         instance = priced_halls(small_instance, **options)
-        start = time.perf_counter()
-        return ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 0.0, 1)
+        return ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), 60.0, 0.0, 1)
 
     timed, costed = search(), search(objective="cost")
     budget = 0.02

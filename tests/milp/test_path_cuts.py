@@ -56,6 +56,6 @@ def test_a_point_priced_with_no_time_left_still_has_its_longest_path_cut():
     ctx, model = fixed_layout_model(instance, zb_v_layout(False), route_table(instance.topology))
     highs = HighsModel(model)
     before = solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1).incumbent
-    held = price_with_cuts(highs, ctx, time_limit_s=0.0, threads=1)
+    held, _ = price_with_cuts(highs, ctx, time_limit_s=0.0, threads=1)
     assert held is not None and held.incumbent > before * 1.05
     assert not cut_critical_path(highs, ctx)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.patterns import pp_out_cells, restrictions, speed_layers
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import ShapeSearch
+from scaleacross_milp.milp.work import WorkClock
 from scaleacross_milp.spec.plan import Shape
 
 SHAPE = Shape(tp=8, pp=4, dp=1, micro_batch=1, microbatches=8)
@@ -53,8 +52,7 @@ def test_a_pattern_is_solved_at_its_speed_split_before_its_layers_are_left_free(
         return solve(self, i, *args, restricted=restricted, **kwargs)
 
     monkeypatch.setattr(ShapeSearch, "solve", recording)
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    search = ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), 60.0, 1e-4, 1)
     assert [r.buildings for r in restrictions(ctx)] == [["H", "A"]]
     search.try_restriction(next(i for i, c in enumerate(search.candidates) if c.shape == SHAPE))
     split = speed_layers(ctx, pp_out_cells(ctx), 1)

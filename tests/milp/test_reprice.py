@@ -10,6 +10,7 @@ from scaleacross_milp.milp.path_cuts import cut_critical_path
 from scaleacross_milp.milp.price import fixed_layout_model
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.solve import reprice
+from scaleacross_milp.milp.work import WorkClock
 from scaleacross_milp.spec.plan import Layout
 from scaleacross_milp.spec.topology import Transport
 
@@ -30,7 +31,7 @@ def test_reprice_moves_a_pipeline_off_go_back_n_on_a_lossy_link(bundled):
     held = pyo.value(m.T)
     for var in m.z.values():
         var.unfix()
-    reprice(highs, ctx, held, time_limit_s=30, threads=1)
+    reprice(highs, ctx, held, WorkClock(30.0, 30.0), 0.0, threads=1)
     chosen = [t for (_, t), var in m.z.items() if round(pyo.value(var)) == 1]
     assert chosen != [Transport.ecmp_go_back_n]
     assert pyo.value(m.T) < held * (1 - 1e-3)
@@ -52,6 +53,6 @@ def test_reprice_prices_the_plan_s_point_along_its_own_longest_path(bundled):
     highs = HighsModel(m)
     solve_milp(highs, time_limit_s=30, rel_gap=0.0, threads=1)
     uncut = pyo.value(m.T)
-    reprice(highs, ctx, uncut, time_limit_s=30, threads=1)
+    reprice(highs, ctx, uncut, WorkClock(30.0, 30.0), 0.0, threads=1)
     assert polish(highs, m.objective.expr, threads=1) > uncut * 1.01  # the plan's price, as `solve` reports it
     assert not cut_critical_path(highs, ctx)  # no path at the polished point runs above Tpipe

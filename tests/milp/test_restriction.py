@@ -3,7 +3,6 @@ layout, so its optimum is a feasible plan of the instance at the cost of a much 
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pyomo.environ as pyo
@@ -18,6 +17,7 @@ from scaleacross_milp.milp.patterns import layer_pace_s, restrictions
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import ShapeSearch, climbing_order, degrees
+from scaleacross_milp.milp.work import WorkClock
 from scaleacross_milp.spec.plan import Shape, SolveStats
 from scaleacross_milp.spec.topology import Topology
 from scaleacross_milp.verify.verifier import verify
@@ -58,8 +58,7 @@ def test_restricted_optimum_equals_the_full_model_s_with_the_other_buildings_emp
 
 def searched_from_a_restriction(instance) -> ShapeSearch:
     """A search over `instance` whose incumbent is TP8 PP2 DP2's restriction (A alone)."""
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    search = ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), 60.0, 1e-4, 1)
     search.try_restriction(next(i for i, c in enumerate(search.candidates)
                                 if c.shape.label().startswith("TP8 CP1 EP1 PP2 DP2 ")))
     return search
@@ -96,8 +95,7 @@ def test_pp_out_gives_a_restriction_where_no_building_holds_a_pipeline(tiny):
     shape = Shape(tp=8, pp=4, dp=1, micro_batch=1, microbatches=8)
     ctx = shape_context(instance, shape, route_table(instance.topology))
     assert [r.buildings for r in restrictions(ctx)] == [["A", "B"]]  # PP-out's alone: no hall holds a pipeline
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    search = ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), 60.0, 1e-4, 1)
     i = next(i for i, c in enumerate(search.candidates) if c.shape == shape)
     search.try_restriction(i)
     assert search.best is not None and search.best.ctx.buildings == ["A", "B"]
@@ -228,8 +226,7 @@ def test_a_plan_is_scaled_out_to_more_pipelines_with_stages_in_blocks_where_no_f
     links = [{"a": "A", "b": b, "capacity_gbit_s": 3200, "distance_km": 1} for b in "BC"]
     instance = tiny(buildings=halls, links=links, global_batch_sequences=32,
                     search={"tp_degrees": [8], "pp_degrees": [4], "schedules": ["1f1b"], "dp_modes": ["fsdp"]})
-    start = time.perf_counter()
-    search = ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, 60.0, 1e-4, 1)
+    search = ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), 60.0, 1e-4, 1)
     search.try_restriction(next(i for i, c in enumerate(search.candidates)
                                 if c.shape == Shape(tp=8, pp=4, dp=1, micro_batch=1, microbatches=32)))
     before = search.incumbent

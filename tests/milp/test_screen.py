@@ -8,6 +8,7 @@ from scaleacross_milp.milp.bounds import lower_bound_s
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import MAX_BUILDINGS, solve_instance
+from scaleacross_milp.milp.work import WorkClock
 from scaleacross_milp.spec.instance import Instance
 from scaleacross_milp.spec.jsonfile import InputError
 
@@ -23,11 +24,13 @@ def test_compute_floor_never_exceeds_the_screening_bound(bundled):
 
 
 def test_deadline_leaves_shapes_unscreened_under_a_valid_bound(bundled):
-    # A deadline already past screens shapes until one passes; the bound over the rest is at most the priced bound
-    # of every candidate the full screening finds among them.
+    # A work budget already spent screens shapes until one passes; the bound over the rest is at most the priced
+    # bound of every candidate the full screening finds among them.
     instance = bundled("dp-out-2b-far-llama3-8b")
     routes = route_table(instance.topology)
-    full, cut = screen(instance, routes), screen(instance, routes, deadline=0.0)
+    spent = WorkClock(1.0, 60.0, spent_s=1.0)
+    full, cut = screen(instance, routes), screen(instance, routes, spent)
+    assert spent.spent_s > 1.0  # charged what it screened
     assert len(cut.candidates) == 1 and cut.unscreened > 0
     screened = cut.total - cut.unscreened
     assert screened == cut.no_schedule + cut.no_dp_variant + cut.no_capacity + len(cut.no_memory) + 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -25,8 +24,6 @@ from scaleacross_milp.milp.solve import (
     BUILD_SHARE,
     InfeasibleInstance,
     ShapeSearch,
-    build_prior_s,
-    extent,
     narrowed,
     seed_incumbent,
     seed_plan,
@@ -34,6 +31,7 @@ from scaleacross_milp.milp.solve import (
     solve_instance,
     strongest_building,
 )
+from scaleacross_milp.milp.work import WorkClock, build_s, extent
 from scaleacross_milp.report.summary import render_plan
 from scaleacross_milp.spec.plan import Plan
 from scaleacross_milp.spec.search import DPMode, Schedule
@@ -225,28 +223,27 @@ def test_short_sequences_keep_context_parallel_degree_one(tiny):
     assert shapes and {shape.cp for shape in shapes} == {1}
 
 
-def test_a_model_is_built_only_when_its_predicted_build_fits_the_time_left(tiny):
-    # Builds cannot be interrupted: with a plan in hand, a shape's model is built only when the prior build time of
-    # its extent (stages x buildings^2), scaled by the pace of the builds so far, fits in BUILD_SHARE of what
-    # remains (the rest is for solving it); without a plan, always.
+def test_a_model_is_built_only_when_its_predicted_build_fits_the_work_left(tiny):
+    # Builds cannot be interrupted: with a plan in hand, a shape's model is built only when its predicted build (its
+    # extent, stages x buildings^2, and the stream paths it runs) fits in BUILD_SHARE of the work that remains (the
+    # rest is for solving it); without a plan, always. The work clock decides, not the wall clock.
     instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
                                {"name": "B", "gpus": 16, "gpu_type": "h100"}],
                     links=[{"a": "A", "b": "B", "capacity_gbit_s": 400, "distance_km": 10}])
-    start = time.perf_counter()
-    screening = screen(instance, route_table(instance.topology), start + 60)
-    search = ShapeSearch(screening, start, limit=60.0, gap=1e-4, threads=1)
+    search = ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), limit=60.0,
+                         gap=1e-4, threads=1)
     i = 0
-    size = extent(search.ctx(i))
-    assert size == search.ctx(i).shape.pp * 2 ** 2
-    search.model_build_s, search.model_prior_s = 1e6, 1.0
+    assert extent(search.ctx(i)) == search.ctx(i).shape.pp * 2 ** 2
+    predicted = search.build_s_predicted(search.ctx(i))
+    assert predicted >= build_s(search.ctx(i)) > 0
+    search.clock.spent_s = 60.0  # no work left
     assert search.affordable(i)  # no plan yet
-    search.best = SimpleNamespace(objective=1.0, index=i, model=SimpleNamespace(shortest_run_s=0.0))
-    assert not search.affordable(i)  # builds so far ran a million times slower than the prior
-    share = BUILD_SHARE * search.remaining()  # what a build may take of the time left: the rest is for its solve
-    pace = share * 1.1 / build_prior_s(search.ctx(i))  # the build would take 10 % longer than that
-    search.model_build_s, search.model_prior_s = pace, 1.0
+    search.best = SimpleNamespace(objective=1.0, index=i)
     assert not search.affordable(i)
-    search.model_build_s = pace / 1.2
+    search.clock.spent_s = 0.0
+    search.clock.spent_s = search.remaining() - predicted / BUILD_SHARE / 1.1  # the build would take 10 % too long
+    assert not search.affordable(i)
+    search.clock.spent_s -= predicted  # now it fits
     assert search.affordable(i)
 
 
@@ -267,7 +264,7 @@ def test_when_the_search_beats_nothing_the_strongest_building_s_plan_comes_back_
     # gap taken against the whole search's bound.
     instance = small_instance(HALL_AND_FAR_COLO["buildings"], HALL_AND_FAR_COLO["links"], gpus=0, batch=96,
                               search_defaults={"time_limit_s": 60, "rel_gap": 0.01, "threads": 1})
-    seed = seed_plan(instance, 60, 0.01, 1)
+    seed = seed_plan(instance, WorkClock(60.0, 60.0), 0.01, 1)
     search = ShapeSearch.run
 
     def run(self: ShapeSearch) -> None:
@@ -295,11 +292,10 @@ def test_the_search_solves_the_seed_s_shape_again_over_its_building_with_its_pla
     gpipe_only = instance.model_copy(update={"search": instance.search.model_copy(
         update={"schedules": [Schedule.gpipe]})})
     routes = route_table(instance.topology)
-    proven = seed_incumbent(gpipe_only, routes, 20, 0.01, 1)
+    proven = seed_incumbent(gpipe_only, routes, WorkClock(60.0, 60.0), 20, 0.01, 1)
     assert proven.proven_alone  # within GPipe alone
     for seed in (replace(proven, proven_alone=False), proven):
-        start = time.perf_counter()
-        search = ShapeSearch(screen(instance, routes, start + 60), start, 60.0, 0.01, 1, best=seed)
+        search = ShapeSearch(screen(instance, routes), WorkClock(60.0, 60.0), 60.0, 0.01, 1, best=seed)
         search.resolve_seed()
         assert search.best.ctx.shape == seed.ctx.shape and search.best.ctx.buildings == seed.ctx.buildings == ["hall"]
         if seed.proven_alone:
@@ -321,7 +317,7 @@ def test_a_search_stopped_by_a_model_too_slow_to_build_says_so(small_instance, m
     # stats say when it stopped and which model would not fit; the report prints it beside the status.
     instance = small_instance(HALL_AND_FAR_COLO["buildings"], HALL_AND_FAR_COLO["links"], gpus=0, batch=96,
                               search_defaults={"time_limit_s": 60, "rel_gap": 1e-6, "threads": 1})
-    monkeypatch.setattr("scaleacross_milp.milp.solve.build_prior_s", lambda ctx: 1e6)  # no model fits any more
+    monkeypatch.setattr("scaleacross_milp.milp.solve.BUILD_SHARE", 1e-9)  # with a plan, no model fits any more
     plan = solve_instance(instance)
     stats = plan.solve
     assert stats.status == "time limit" and stats.rel_gap > 1e-6 and stats.wall_s < 30
@@ -336,8 +332,7 @@ def two_hall_search(tiny) -> ShapeSearch:
     instance = tiny(buildings=[{"name": "A", "gpus": 16, "gpu_type": "h100"},
                                {"name": "B", "gpus": 16, "gpu_type": "h100"}],
                     links=[{"a": "A", "b": "B", "capacity_gbit_s": 100, "distance_km": 200}])
-    start = time.perf_counter()
-    return ShapeSearch(screen(instance, route_table(instance.topology), start + 60), start, limit=60.0, gap=0.0,
+    return ShapeSearch(screen(instance, route_table(instance.topology)), WorkClock(60.0, 60.0), limit=60.0, gap=0.0,
                        threads=1)
 
 
@@ -441,27 +436,27 @@ def test_a_restriction_s_model_is_built_once_and_reused_while_kept(tiny, monkeyp
 
 def test_a_model_of_fewer_options_and_variants_is_predicted_to_build_faster(tiny):
     # Rows come per schedule option (pipeline rows) and per DP variant (DP rows): a restriction's model holding one
-    # pair builds faster than the shape's model of every pair, and the prior says so, so the pace learns from both.
+    # pair builds faster than the shape's model of every pair, and a model over one building (no cross-building
+    # rows) faster than one over two.
     ctx = two_hall_search(tiny).ctx(0)
     assert len({o for o, _ in ctx.pairs}) > 1 or len({v for _, v in ctx.pairs}) > 1
     one_pair = narrowed(ctx, ctx.buildings, list(ctx.pairs)[:1])
-    assert build_prior_s(one_pair) < build_prior_s(ctx)
+    assert build_s(one_pair) < build_s(ctx)
+    assert build_s(narrowed(ctx, ctx.buildings[:1], list(ctx.pairs))) < build_s(ctx)
 
 
-def test_one_building_models_learn_a_pace_of_their_own(tiny):
-    # A one-building model has no cross-building rows and builds several times faster than its prior: it teaches
-    # the pace of one-building builds only (the seed's solve over one building stopped half-way through its time
-    # when it predicted its builds at the prior), and a model over both halls keeps the prior until one is built.
+def test_a_build_is_charged_its_stream_paths_once_per_solve(tiny):
+    # A model over both halls runs its stream paths first: the first build is charged their graphs, later builds of
+    # the same pipeline are not, whatever earlier solves in this process left kept (so the steps do not depend on
+    # them).
     search = two_hall_search(tiny)
-    ctx = search.ctx(0)
-    one = narrowed(ctx, ctx.buildings[:1], list(ctx.pairs))
-    before_one, before_two = search.build_s_predicted(one), search.build_s_predicted(ctx)
-    search.built(one, 0.1 * build_prior_s(one))
-    assert search.build_s_predicted(one) == pytest.approx(before_one - 0.9 * build_prior_s(one))
-    assert search.build_s_predicted(ctx) == before_two
-    search.built(ctx, 2 * build_prior_s(ctx))
-    assert search.build_s_predicted(ctx) == pytest.approx(before_two + build_prior_s(ctx))
-    assert search.build_s_predicted(one) == pytest.approx(before_one - 0.9 * build_prior_s(one))
+    i = next(i for i, c in enumerate(search.candidates) if c.shape.pp >= 2)
+    ctx = search.ctx(i)
+    first = search.build_s_predicted(ctx)
+    assert first > build_s(ctx)
+    search.build(i, ctx)
+    assert search.clock.spent_s == pytest.approx(first)
+    assert search.build_s_predicted(ctx) == pytest.approx(build_s(ctx))
 
 
 def test_a_solver_error_on_one_model_proves_nothing_and_the_search_goes_on(tiny, monkeypatch):

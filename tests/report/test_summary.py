@@ -99,10 +99,17 @@ def test_prediction_and_breakdown_with_units(text):
 
 def test_solve_report(text):
     for line in ["Status: time limit", "Incumbent: 2.500 s", "Best bound: 2.250 s", "Relative gap: 10.000 %",
-                 "Wall time: 12.35 s",
+                 "Wall time: 12.35 s; work: 0.00 s of the reference machine (the same steps and plan on any load)",
                  "Shapes: 500 enumerated, 37 passed screening, 7 solved, 30 pruned by bound",
                  "Model size (chosen shape): 120 variables (10 binary, 20 integer), 300 constraints"]:
         assert line in text
+
+
+def test_a_solve_the_wall_clock_ended_says_its_plan_depends_on_the_load():
+    data = plan_data()
+    data["solve"] |= {"work_s": 9.5, "wall_bound": True}
+    assert ("Wall time: 12.35 s; work: 9.50 s of the reference machine (the wall clock ended the search first: on a "
+            "slower or busier machine the plan may differ)") in rendered(Plan.model_validate(data))
 
 
 def test_shapes_left_open_at_the_limit_are_not_called_pruned():
