@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import time
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def measure(model: str, gpus: int, buildings: int, limit: float) -> dict[str, ob
                                            loss_rate=0.0, mixed=False, gpus=gpus))
     row: dict[str, object] = {"model": model, "gpus": gpus, "buildings": buildings}
     start = time.perf_counter()
-    screening = screen(instance, route_table(instance.topology), math.inf)
+    screening = screen(instance, route_table(instance.topology))
     row.update(screen_s=time.perf_counter() - start, shapes=screening.total)
     start = time.perf_counter()
     for candidate in screening.candidates:
