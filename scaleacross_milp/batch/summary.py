@@ -16,12 +16,14 @@ RESULT_COLUMNS = (
     "status", "reason", "shape", "tp", "cp", "ep", "pp", "dp", "schedule", "dp_mode", "pattern",
     "predicted_iteration_s", "verified_iteration_s", "tokens_per_s", "mfu", "predicted_usd_per_iteration",
     "verified_usd_per_iteration", "usd_per_m_tokens", "held_gpus", "objective", "best_bound_s", "best_bound_usd",
-    "rel_gap", "solve_wall_s", "attempts", "wall_s", "worker_rss_mib",
+    "rel_gap", "solve_wall_s", "solve_work_s", "solve_wall_bound", "attempts", "wall_s", "worker_rss_mib",
 )
 """Columns after `id` and the axes. tokens_per_s, mfu and usd_per_m_tokens are at the verified time (the predicted
 one when there is no replay); the times are seconds per iteration, the costs $ per iteration (Prediction.cost and
 Verification.cost; empty without prices) and $ per million tokens, best_bound_s / best_bound_usd the bound of the
-objective the search minimised (rel_gap is on it), solve_wall_s and wall_s seconds, worker_rss_mib MiB."""
+objective the search minimised (rel_gap is on it), solve_wall_s, solve_work_s (the search's work, SolveStats.work_s)
+and wall_s seconds, solve_wall_bound whether the wall clock ended the search (its plan then depends on the workers'
+load), worker_rss_mib MiB."""
 
 
 def plan_columns(result: ScenarioResult) -> dict[str, Any]:
@@ -46,7 +48,7 @@ def plan_columns(result: ScenarioResult) -> dict[str, Any]:
         "usd_per_m_tokens": cost.usd_per_million_tokens if cost else None,
         "held_gpus": cost.held_gpus if cost else None, "objective": plan.solve.objective.value,
         "best_bound_s": plan.solve.bound_s, "best_bound_usd": plan.solve.bound_usd, "rel_gap": plan.solve.rel_gap,
-        "solve_wall_s": plan.solve.wall_s,
+        "solve_wall_s": plan.solve.wall_s, "solve_work_s": plan.solve.work_s, "solve_wall_bound": plan.solve.wall_bound,
     }
 
 

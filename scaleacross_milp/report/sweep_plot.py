@@ -7,7 +7,8 @@ from collections import defaultdict
 from typing import Any, BinaryIO
 
 COLUMN_UNITS = {"predicted_iteration_s": "s", "verified_iteration_s": "s", "best_bound_s": "s", "solve_wall_s": "s",
-                "wall_s": "s", "tokens_per_s": "tokens/s", "worker_rss_mib": "MiB", "link_distance_km": "km",
+                "solve_work_s": "s", "wall_s": "s", "tokens_per_s": "tokens/s", "worker_rss_mib": "MiB",
+                "link_distance_km": "km",
                 "mfu": "fraction of peak", "rel_gap": "fraction", "predicted_usd_per_iteration": "$/iteration",
                 "verified_usd_per_iteration": "$/iteration", "usd_per_m_tokens": "$/M tokens",
                 "best_bound_usd": "$/iteration"}

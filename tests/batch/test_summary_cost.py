@@ -27,3 +27,17 @@ def test_cost_columns_are_the_plans_predicted_and_verified_costs(small_instance)
     assert columns["objective"] == ["cost", "time"]
     assert columns["best_bound_usd"][0] == plan.solve.bound_usd and columns["best_bound_usd"][1] is None
     assert columns["best_bound_s"][0] is None and columns["best_bound_s"][1] is not None
+
+
+def test_the_summary_says_which_solves_the_wall_clock_ended(small_instance):
+    # A sweep's rows come from workers running side by side: solve_wall_bound marks the rows whose plan depends on
+    # their load (the wall clock ended the search before its work budget), solve_work_s the work each took.
+    instance = small_instance(search_defaults={"tp_degrees": [8], "pp_degrees": [1], "dp_modes": ["ddp"],
+                                               "micro_batch_sizes": [1]}, gpus=8, batch=16)
+    plan = solve_instance(instance)
+    ended = plan.model_copy(update={"solve": plan.solve.model_copy(update={"wall_bound": True})})
+    results = [ScenarioResult(id=name, axes={"case": name}, status=Status.solved, attempts=1, time_limit_s=30,
+                              wall_s=1.0, plan=case) for name, case in (("work", plan), ("wall", ended))]
+    columns = summary_columns(results)
+    assert columns["solve_wall_bound"] == [False, True]
+    assert columns["solve_work_s"] == [plan.solve.work_s] * 2 and plan.solve.work_s > 0
