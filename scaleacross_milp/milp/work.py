@@ -6,10 +6,11 @@ figures that do not depend on the machine's load: a HiGHS run by its model's non
 (`costmodel.stream_paths.graphs_s`); screening, pricing and sharpening a shape and finding a critical path by what
 each costs on average there. The search's decisions read this clock: when screening stops, the seed's budget, each
 pattern solve's cap (`checked_s`, held inside HiGHS by its interrupt callback), whether a model's build fits, when
-the search stops. Two solves of one instance with the same options therefore take the same steps and return the
-same plan, bound and gap whatever else the machine runs, and a solve with a longer limit goes further along its
-steps. The wall clock stays the outer promise (`WorkClock.left_s`): where the machine is slower than the reference
-(or loaded), the limit stops the search first, after a prefix of those steps (`SolveStats.wall_bound`).
+the search stops. Two solves of one instance with the same options therefore take the same steps, and when their
+work budget ends them they return the same plan, bound and gap whatever else the machine runs. The wall clock stays
+the outer promise (`WorkClock.left_s`): where the machine is slower than the reference (or loaded), or a solve's
+charges fall short of its wall time, the limit stops the search first, after a prefix of those steps
+(`SolveStats.wall_bound`). The shares above are shares of the limit, so a longer limit takes other steps.
 
 The constants were fitted on 489 HiGHS runs and 1,500 shape pricings of 18 five-second solves (generated medium
 instances and the bundled campus instance, session 50).
