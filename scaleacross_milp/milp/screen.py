@@ -146,8 +146,8 @@ def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, opt
 
 def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = None, tail_s: float = 0.0) -> Screening:
     """Screen every enumerated shape (module docstring); with a `clock`, charging it FLOOR_S_PER_SHAPE per shape
-    enumerated and SCREEN_S_PER_SHAPE per shape screened, until only `tail_s` of its work budget is left (or its wall
-    limit is reached), or past that until one shape passes."""
+    enumerated and SCREEN_S_PER_SHAPE per shape screened, until only `tail_s` of its work budget is left (or the wall
+    time that work may take, `WorkClock.step_wall_s`, has passed), or past that until one shape passes."""
     start = time.perf_counter()
     tables = instance_tables(instance)
     shapes = enumerate_shapes(instance)
@@ -164,8 +164,10 @@ def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = Non
     order = sorted(range(len(shapes)), key=floors.__getitem__)
     if clock is not None:
         clock.charge(FLOOR_S_PER_SHAPE * len(shapes))
+        wall_until_s = clock.wall_s + clock.step_wall_s(max(clock.work_left_s(tail_s), 0.0))
     for n, index in enumerate(order):
-        if clock is not None and result.candidates and (clock.work_left_s(tail_s) <= 0 or clock.wall_left_s() <= 0):
+        if clock is not None and result.candidates and (clock.work_left_s(tail_s) <= 0 or clock.wall_s >= wall_until_s):
+            clock.wall_bound |= clock.work_left_s(tail_s) > 0
             result.unscreened = len(order) - n
             result.unscreened_bound_s = floors[index]
             break

@@ -441,8 +441,12 @@ class ShapeSearch:
 
     def fits(self, ctx: ShapeContext) -> bool:
         """Whether ctx's model can be built and translated within BUILD_SHARE of the time left
-        (`build_s_predicted`); always while there is no plan."""
-        return math.isinf(self.incumbent) or self.build_s_predicted(ctx) <= BUILD_SHARE * self.remaining()
+        (`build_s_predicted`): of the work left, and of the wall seconds left at the solve's pace
+        (`WorkClock.wall_allows`); always while there is no plan."""
+        if math.isinf(self.incumbent):
+            return True
+        work = self.build_s_predicted(ctx)
+        return work <= BUILD_SHARE * self.remaining() and self.clock.wall_allows(work, BUILD_SHARE, self.tail_s())
 
     def build_s_predicted(self, ctx: ShapeContext) -> float:
         """Work of building and translating ctx's model (`work.build_s`) and of the stream paths this solve has not
@@ -499,7 +503,8 @@ class ShapeSearch:
     def solve(self, i: int, nodes: int, rel_gap: float, work_limit_s: float | None = None,
               restricted: tuple[HighsModel, ShapeContext] | None = None, beat_by_gap: bool = False):
         """One HiGHS solve of shape i's model (as currently fixed; or of its `restricted` model and context) within
-        `nodes` and `work_limit_s` of work (`remaining` when None), its critical paths cut
+        `nodes` and `work_limit_s` of work (and the wall time that may take, `WorkClock.step_wall_s`; `remaining`
+        and the wall time left when None), its critical paths cut
         (`path_cuts.solve_with_cuts`), its work charged; keeps the best incumbent. Its cutoff is the incumbent, or
         with `beat_by_gap` the incumbent less the search's gap: a proof then needs only that nothing beats the
         incumbent by more than the gap, which is what the search asks of a shape (`promising`)."""
@@ -507,9 +512,11 @@ class ShapeSearch:
         factor = per_requested(ctx)
         cutoff = self.incumbent * (1 - self.gap if beat_by_gap else 1.0) / factor
         start = time.perf_counter()
+        wall_s = self.clock.wall_left_s(self.tail_s()) if work_limit_s is None else self.clock.step_wall_s(
+            work_limit_s, self.tail_s())
         try:
             outcome = solve_with_cuts(model, ctx, rel_gap=rel_gap, threads=self.threads, max_nodes=nodes,
-                                      time_limit_s=self.clock.wall_left_s(self.tail_s()),
+                                      time_limit_s=wall_s,
                                       work_limit_s=max(self.remaining() if work_limit_s is None else work_limit_s,
                                                        0.0),
                                       cutoff=None if math.isinf(cutoff) else cutoff)
@@ -1112,12 +1119,12 @@ def seed_plan(instance: Instance, clock: WorkClock, gap: float, threads: int | N
 
 def seed_incumbent(instance: Instance, routes: RouteTable, clock: WorkClock, limit_s: float, gap: float,
                    threads: int | None) -> Incumbent | None:
-    """`seed_plan`'s layout, solved within `limit_s` of work (and what `clock` has left of its wall limit), as the
+    """`seed_plan`'s layout, solved within `limit_s` of work (and the wall time that may take, `step_wall_s`), as the
     search's first incumbent: priced in the whole instance by its MILP with every
     decision fixed (`price.fixed_layout_model`, with the whole instance's routes and cost tables), over the buildings
     it uses only (as `ShapeSearch.try_restriction` builds restrictions: a model of one building, not of the whole
     topology), its model kept for the final polish; None when HiGHS fails on it. `clock` is charged both."""
-    own = WorkClock(limit_s, clock.wall_left_s())
+    own = WorkClock(limit_s, clock.step_wall_s(limit_s))
     plan = seed_plan(instance, own, gap, threads)
     clock.absorb(own)
     if plan is None:

@@ -42,6 +42,13 @@ WALL_GRACE = 0.03
 """How far past its work budget the wall clock may run (a share of the limit), within the promise of the limit plus
 10 %: the work clock's charges are averages, and a solve whose charges fall a little short of its wall time still
 ends on its work budget, the same whatever the load."""
+STEP_SLACK = 2.0
+"""A step given w seconds of work (the seed's solve, screening, a pattern solve) may run STEP_SLACK w wall seconds
+(`WorkClock.step_wall_s`): above the spread of wall time per work on the reference machine (`run_s`), so there its
+work ends it, the same on any load; on a machine more than STEP_SLACK times slower (or as loaded) its wall time does,
+and each step keeps about its share of the limit. Held to their work alone on a machine 2.5 times slower (session
+51), generated medium seed 22's seed solve took half of a 5 s limit, and the search, left no time, returned a 100 s
+plan where it finds a 3.7 s one."""
 FLOOR_S_PER_SHAPE = 4e-5
 """Enumerating one shape and its compute floor (`screen.screen`, before screening)."""
 SCREEN_S_PER_SHAPE = 8e-5
@@ -144,6 +151,28 @@ class WorkClock:
     def work_left_s(self, tail_s: float = 0.0) -> float:
         """Work seconds left before the last `tail_s` seconds of the work budget."""
         return self.work_limit_s - tail_s - self.spent_s
+
+    def step_wall_s(self, work_s: float, tail_s: float = 0.0) -> float:
+        """Wall seconds a step given `work_s` of work may run: STEP_SLACK work_s, within what is left before
+        `tail_s`."""
+        return min(STEP_SLACK * work_s, self.wall_left_s(tail_s))
+
+    def pace(self) -> float:
+        """Wall seconds per second of work charged so far, at least 1: how much slower than the reference machine this
+        solve runs (a slower machine, or load)."""
+        return max(1.0, self.wall_s / self.spent_s) if self.spent_s > 0 else 1.0
+
+    def wall_allows(self, work_s: float, share: float, tail_s: float = 0.0) -> bool:
+        """Whether a step of `work_s` that cannot be interrupted (a model's build) takes, at this solve's `pace`, at
+        most `share` of the wall seconds left before `tail_s`; a step refused here is one the wall clock decided
+        (`wall_bound`), and the search goes on with smaller ones. Charged at the reference's pace alone, the builds
+        of generated medium seeds 2 and 81 fit the work left and ran 2.4-2.8 s past a 5 s limit on a machine 2.5
+        times slower; ending the search at a refused build instead left a third of the limit unused (seed 2's plan
+        77.4 s against 37.3 s when the search goes on, session 51)."""
+        if work_s * self.pace() <= share * self.wall_left_s(tail_s):
+            return True
+        self.wall_bound = True
+        return False
 
     def left_s(self, tail_s: float = 0.0) -> float:
         """Seconds left before the last `tail_s` seconds of the limit: the least of the work's and the wall's
