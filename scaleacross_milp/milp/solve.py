@@ -357,7 +357,7 @@ class ShapeSearch:
     def settle(self) -> None:
         """Raise the bound over the searched space in the time kept for it (SETTLE_SHARE): price, then sharpen,
         the shape with the least bound until that shape is sharpened (`best_first`'s steps, no solve)."""
-        next(self.best_first(until_s=self.limit - self.polish_s), None)
+        next(self.best_first(until_s=self.limit - self.polish_s, tail_s=self.polish_s), None)
 
     @property
     def polish_s(self) -> float:
@@ -395,17 +395,21 @@ class ShapeSearch:
         candidate = self.candidates[i]
         return self.bounds[i], -math.inf if candidate.ctx is None else candidate.bound_s, candidate.index
 
-    def best_first(self, members: list[int] | None = None, until_s: float | None = None) -> Iterator[int]:
+    def best_first(self, members: list[int] | None = None, until_s: float | None = None,
+                   tail_s: float | None = None) -> Iterator[int]:
         """`members` (every candidate when None) not yet closed, in order of sharpened bound while they are promising
-        and time is left (until `until_s` work seconds into the solve when given, or the limit less the polish's
-        share; else while `remaining`); a shape's floor takes its crossing term, then it is priced, then sharpened,
-        each when its current key is the smallest left (`key`), each step charged (`milp.work`)."""
+        and time is left (until `until_s` work seconds into the solve when given, and the wall time that work may
+        take, `WorkClock.step_wall_s`, before the last `tail_s` of the limit; else while `remaining`); a shape's
+        floor takes its crossing term, then it is priced, then sharpened, each when its current key is the smallest
+        left (`key`), each step charged (`milp.work`)."""
         queue = [(*self.key(i), i) for i in (range(len(self.candidates)) if members is None else members)
                  if i not in self.closed]
         heapq.heapify(queue)
+        wall_until_s = None if until_s is None else self.clock.wall_s + self.clock.step_wall_s(
+            until_s - self.elapsed(), tail_s or 0.0)
         while queue and self.promising(queue[0][0]):
-            if self.exhausted() if until_s is None else (
-                    self.elapsed() >= until_s or self.clock.left_s(self.polish_s) <= 0):
+            if self.exhausted() if wall_until_s is None else (
+                    self.elapsed() >= until_s or self.clock.wall_s >= wall_until_s):
                 if self.exhausted():  # the limit stopped it, not a budget of its own (`front_first`)
                     self.out_of_time = True
                 return
@@ -847,7 +851,7 @@ class ShapeSearch:
         131,072-GPU DeepSeek-V3 instance reached its 1.17 s plan at 10 s from its front, 1.61 s by the climb
         alone). Where many shapes lie below the front (0.6 s of pricing each hundred shapes on 13-15 buildings), the
         search goes on without it; the shapes priced meanwhile stay priced."""
-        front = next(self.best_first(until_s=self.elapsed() + self.pattern_s()), None)
+        front = next(self.best_first(until_s=self.elapsed() + self.pattern_s(), tail_s=self.tail_s()), None)
         if front is not None:
             self.try_restriction(front)
 
@@ -912,8 +916,11 @@ class ShapeSearch:
     def rescue(self) -> None:
         """The search ended without a plan (screening ate the time, or no restriction or pattern tried had one): the
         restrictions of the shapes already priced (smallest models first), then the restrictions and patterns of the
-        shapes in bound order (each priced when it reaches the front), until one gives a plan, while the limit lasts
-        (each solve at least RESCUE_FLOOR_S; at least one shape whose patterns fit its buildings). Each model holds
+        shapes in the order of their bounds as they stand (a shape not priced yet at its floor, priced when taken and
+        tried at once: put back in bound order, the shapes below its priced bound were all priced first, and the
+        single-building seed of generated medium seed 148 priced for 3.3 s before its first try), until one gives a
+        plan, while the limit lasts (each solve at least RESCUE_FLOOR_S; at least one shape whose patterns fit its
+        buildings). Each model holds
         only the shape's `restriction_pairs` (it builds several times faster), and a restriction is solved over every
         pair when those give no plan."""
         self.report(Phase.rescue)
@@ -935,15 +942,13 @@ class ShapeSearch:
                 return
         queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
         heapq.heapify(queue)
-        while queue:
+        tried = False
+        while queue and (not tried or self.clock.left_s() > 0):
             *_, i = heapq.heappop(queue)
-            if self.candidates[i].ctx is None:
-                self.price(i)
-                if not math.isinf(self.bounds[i]):
-                    heapq.heappush(queue, (*self.key(i), i))
+            self.price(i)
+            if math.isinf(self.bounds[i]) or not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
                 continue
-            if not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
-                continue
+            tried = True
             restricted(i)
             if self.best is None:
                 self.try_patterns(i, left())
