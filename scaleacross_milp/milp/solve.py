@@ -916,11 +916,10 @@ class ShapeSearch:
     def rescue(self) -> None:
         """The search ended without a plan (screening ate the time, or no restriction or pattern tried had one): the
         restrictions of the shapes already priced (smallest models first), then the restrictions and patterns of the
-        shapes in the order of their bounds as they stand (a shape not priced yet at its floor, priced when taken and
-        tried at once: put back in bound order, the shapes below its priced bound were all priced first, and the
-        single-building seed of generated medium seed 148 priced for 3.3 s before its first try), until one gives a
-        plan, while the limit lasts (each solve at least RESCUE_FLOOR_S; at least one shape whose patterns fit its
-        buildings). Each model holds
+        shapes in bound order (each priced when it reaches the front), until one gives a plan, while the limit lasts
+        (each solve at least RESCUE_FLOOR_S; at least one shape whose patterns fit its buildings: past the limit, each
+        shape is tried as it is priced, not put back in bound order, for which the single-building seed of generated
+        medium seed 148 priced shapes 3.3 s past its limit). Each model holds
         only the shape's `restriction_pairs` (it builds several times faster), and a restriction is solved over every
         pair when those give no plan."""
         self.report(Phase.rescue)
@@ -945,7 +944,11 @@ class ShapeSearch:
         tried = False
         while queue and (not tried or self.clock.left_s() > 0):
             *_, i = heapq.heappop(queue)
-            self.price(i)
+            if self.candidates[i].ctx is None:
+                self.price(i)
+                if not math.isinf(self.bounds[i]) and self.clock.left_s() > 0:
+                    heapq.heappush(queue, (*self.key(i), i))
+                    continue
             if math.isinf(self.bounds[i]) or not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
                 continue
             tried = True
