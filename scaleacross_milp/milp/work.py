@@ -44,11 +44,12 @@ WALL_GRACE = 0.03
 ends on its work budget, the same whatever the load."""
 STEP_SLACK = 2.0
 """A step given w seconds of work (the seed's solve, screening, a pattern solve) may run STEP_SLACK w wall seconds
-(`WorkClock.step_wall_s`): above the spread of wall time per work on the reference machine (`run_s`), so there its
-work ends it, the same on any load; on a machine more than STEP_SLACK times slower (or as loaded) its wall time does,
-and each step keeps about its share of the limit. Held to their work alone on a machine 2.5 times slower (session
-51), generated medium seed 22's seed solve took half of a 5 s limit, and the search, left no time, returned a 100 s
-plan where it finds a 3.7 s one."""
+(`WorkClock.step_wall_s`): above the spread of a solve's wall time per work on the reference machine (0.82-1.33,
+5th-95th percentile, session 50), so there its work ends it, the same on any load (a single capped run whose charge
+falls far short of its wall time, `checked_s`, may still end on the wall); on a machine more than STEP_SLACK times
+slower (or as loaded) its wall time does, and each step keeps about its share of the limit. Held to their work
+alone on a machine 2.5 times slower (session 51), generated medium seed 22's seed solve took half of a 5 s limit,
+and the search, left no time, returned a 100 s plan where it finds a 3.3-4.2 s one."""
 FLOOR_S_PER_SHAPE = 4e-5
 """Enumerating one shape and its compute floor (`screen.screen`, before screening)."""
 SCREEN_S_PER_SHAPE = 8e-5
