@@ -9,8 +9,10 @@ pattern solve's cap (`checked_s`, held inside HiGHS by its interrupt callback), 
 the search stops. Two solves of one instance with the same options therefore take the same steps, and when their
 work budget ends them they return the same plan, bound and gap whatever else the machine runs. The wall clock stays
 the outer promise (`WorkClock.left_s`): where the machine is slower than the reference (or loaded), or a solve's
-charges fall short of its wall time, the limit stops the search first, after a prefix of those steps
-(`SolveStats.wall_bound`). The shares above are shares of the limit, so a longer limit takes other steps.
+charges fall short of its wall time, the wall decides first (`SolveStats.wall_bound`), and the steps up to its
+first decision are those of the unhurried search: each step keeps its share of the wall as well (`STEP_SLACK`), a
+build must fit the wall left at the solve's pace (`WorkClock.wall_allows`), and the limit stops the search. The shares above are shares of the limit, so a longer
+limit takes other steps.
 
 The constants were fitted on 489 HiGHS runs and 1,500 shape pricings of 18 five-second solves (generated medium
 instances and the bundled campus instance, session 50).
