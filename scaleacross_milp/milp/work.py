@@ -11,8 +11,8 @@ work budget ends them they return the same plan, bound and gap whatever else the
 the outer promise (`WorkClock.left_s`): where the machine is slower than the reference (or loaded), or a solve's
 charges fall short of its wall time, the wall decides first (`SolveStats.wall_bound`), and the steps up to its
 first decision are those of the unhurried search: each step keeps its share of the wall as well (`STEP_SLACK`), a
-build must fit the wall left at the solve's pace (`WorkClock.wall_allows`), and the limit stops the search. The shares above are shares of the limit, so a longer
-limit takes other steps.
+build must fit the wall left at the solve's pace (`WorkClock.wall_allows`), and the limit stops the search. The
+shares above are shares of the limit, so a longer limit takes other steps.
 
 The constants were fitted on 489 HiGHS runs and 1,500 shape pricings of 18 five-second solves (generated medium
 instances and the bundled campus instance, session 50).
