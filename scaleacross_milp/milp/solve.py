@@ -933,13 +933,6 @@ class ShapeSearch:
             if self.best is None and len(self.restriction_pairs(i)) < len(self.ctx(i).pairs):
                 self.try_restriction(i, left(), every_pair=True)
 
-        priced = [i for i, candidate in enumerate(self.candidates) if candidate.ctx is not None
-                  and i not in self.closed and not math.isinf(self.bounds[i])
-                  and self.restriction_extent(i) < extent(candidate.ctx)]
-        for i in sorted(priced, key=lambda i: (self.restriction_extent(i), self.key(i))):  # smallest models first
-            restricted(i)
-            if self.best is not None or self.clock.left_s() <= 0:
-                return
         def attempt(i: int) -> bool:
             """Try shape i's restrictions, then its patterns; False when it has no finite bound or no pattern."""
             if math.isinf(self.bounds[i]) or not any(pattern_cells(self.ctx(i), pattern) for pattern in Pattern):
@@ -949,6 +942,13 @@ class ShapeSearch:
                 self.try_patterns(i, left())
             return True
 
+        priced = [i for i, candidate in enumerate(self.candidates) if candidate.ctx is not None
+                  and i not in self.closed and not math.isinf(self.bounds[i])
+                  and self.restriction_extent(i) < extent(candidate.ctx)]
+        for i in sorted(priced, key=lambda i: (self.restriction_extent(i), self.key(i))):  # smallest models first
+            restricted(i)
+            if self.best is not None or self.clock.left_s() <= 0:
+                return
         queue = [(*self.key(i), i) for i, b in enumerate(self.bounds) if i not in self.closed and not math.isinf(b)]
         heapq.heapify(queue)
         tried = False
