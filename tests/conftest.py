@@ -93,9 +93,10 @@ def small_instance() -> Callable[..., Instance]:
     return _small_instance
 
 
-def bundled_params() -> list:
-    """The bundled instances' names as pytest parameters, the 131,072-GPU ones marked slow."""
-    return [pytest.param(name, marks=pytest.mark.slow) if name in OWN_TIME_LIMIT else name for name in BUNDLED]
+def bundled_params(also_slow: tuple[str, ...] = ()) -> list:
+    """The bundled instances' names as pytest parameters, the 131,072-GPU ones and `also_slow` marked slow."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in OWN_TIME_LIMIT + also_slow else name
+            for name in BUNDLED]
 
 
 @pytest.fixture(scope="session")
