@@ -75,13 +75,34 @@ def _speed_groups(ctx: ShapeContext, head: int | None = None) -> list[tuple[floa
 
 
 def _find_speed_groups(ctx: ShapeContext, head: int | None) -> list[tuple[float, int, tuple[float, float, float]]]:
-    p, cells = ctx.shape.pp, ctx.shape.cells_per_stage
+    p = ctx.shape.pp
     fixed = ctx.stage_fixed_floor_table[head][[0, min(1, p - 1), p - 1]]
-    groups, held = [], 0
-    for tau, where, room in ctx.layer_time_classes:
-        held += room
-        groups.append((tau, min(p, held // cells), tuple(float(e) for e in fixed[:, where].min(axis=1))))
-    return groups
+    classes = ctx.layer_time_classes
+    limits = stage_class_limits([room for _, _, room in classes], ctx.shape)
+    return [(tau, limit, tuple(float(e) for e in fixed[:, where].min(axis=1)))
+            for (tau, where, _), limit in zip(classes, limits, strict=True)]
+
+
+def stage_class_limits(rooms: list[int], shape: Shape) -> list[int]:
+    """a_t = min(p, floor((rooms[0] + ... + rooms[t]) / D)): with `rooms` the stage cells of each GPU layer time,
+    fastest first, at most a_t of the shape's p stages (D cells each) avoid every type slower than the t-th, since
+    such a stage's cells all sit in buildings of the t fastest layer times."""
+    held = itertools.accumulate(rooms)
+    return [min(shape.pp, cells // shape.cells_per_stage) for cells in held]
+
+
+def types_cycle_floor_s(layers: int, shape: Shape, classes: list[tuple[float, int]]) -> float:
+    """The least cycle the GPU types allow (`compute_floor_s`), from (tau_t, stage cells) per layer time, fastest
+    first: a stage whose slowest holder takes tau per layer holds n_j <= c / tau layers at cycle c (cycle >= Cst[j]
+    >= n_j tau), so L <= c sum_j 1 / tau_class(j), and over the class limits a_t (`stage_class_limits`) the sum is
+    largest filled fastest first, a_t - a_{t-1} stages in class t:
+        c >= L / sum_t (a_t - a_{t-1}) / tau_t.
+    Where the fastest type holds every stage this is L tau_1 / p, at most S / p; where it cannot (a cluster of mixed
+    GPU types whose fast halls are small) the slower types' stages raise it."""
+    limits = stage_class_limits([cells for _, cells in classes], shape)
+    speed = sum((limit - before) / tau
+                for (tau, _), limit, before in zip(classes, limits, [0, *limits[:-1]], strict=True))
+    return layers / speed if speed > 0 else math.inf
 
 
 @lru_cache(maxsize=4096)
@@ -797,25 +818,27 @@ def attainable_options(ctx: ShapeContext) -> list[ScheduleOption]:
 
 
 def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, bubble: float,
-                    crossing: CrossingFloors | None = None) -> float:
-    """min over c >= S / p of m c + beta (S - c)^+ (+ min over `crossing`'s alternatives r of
+                    crossing: CrossingFloors | None = None, cycle_s: float = 0.0) -> float:
+    """min over c >= c0 = max(S / p, `cycle_s`) of m c + beta (S - c)^+ (+ min over `crossing`'s alternatives r of
     PP_r + max(0, max_i a[r, i] - b[r, i] c)), with S = L tau_min + e_min, tau_min (`layer_s`) the least time of a
     layer and microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta (`bubble`)
-    a bubble coefficient. Without `crossing` it is S (m + beta (p - 1)) / p: `lower_bound_s`'s pipeline term is
-    m c + beta_o max(0, S - c) at c >= S / p (m >= beta_o) with S >= L tau_min + e_min, and `sharpened_bound_s` adds
-    the crossing at the cycle c (`crossing_floors`). Convex and piecewise linear in c, each alternative's sum is least
-    at S / p, S, a root a / b or where two of its pieces cross. A valid bound for a shape not yet priced (it reads
-    only per-cell costs)."""
+    a bubble coefficient, `cycle_s` a floor of the cycle (`types_cycle_floor_s`). Without `crossing` it is
+    m c0 + beta (S - c0)^+ (S (m + beta (p - 1)) / p at c0 = S / p): `lower_bound_s`'s pipeline term is
+    m c + beta_o max(0, S - c), nondecreasing in c (m >= beta_o), at c >= c0 with S >= L tau_min + e_min, and
+    `sharpened_bound_s` adds the crossing at the cycle c (`crossing_floors`). Convex and piecewise linear in c, each
+    alternative's sum is least at c0, S, a root a / b or where two of its pieces cross. A valid bound for a shape not
+    yet priced (it reads only per-cell costs)."""
     m, p = shape.microbatches, shape.pp
     total = layers * layer_s + fixed_s
+    least = max(total / p, cycle_s)
     if crossing is None:
-        return total * (m + bubble * (p - 1)) / p
+        return m * least + bubble * max(0.0, total - least)
     a, b = crossing.a, crossing.b
     i, j = _PIECE_PAIRS
     with np.errstate(divide="ignore", invalid="ignore"):
         roots = np.hstack([a / b, (a[:, i] - a[:, j]) / (b[:, i] - b[:, j])])
-    c = np.hstack([np.full((len(a), 2), [total / p, total]), np.nan_to_num(roots, posinf=0.0, neginf=0.0)])
-    c = np.maximum(c, total / p)
+    c = np.hstack([np.full((len(a), 2), [least, total]), np.nan_to_num(roots, posinf=0.0, neginf=0.0)])
+    c = np.maximum(c, least)
     exposed = np.max(a[:, :, None] - b[:, :, None] * c[:, None, :], axis=1)
     sums = m * c + bubble * np.maximum(0.0, total - c) + crossing.pp[:, None] + np.maximum(0.0, exposed)
     return float(sums.min())

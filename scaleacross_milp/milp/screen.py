@@ -33,6 +33,7 @@ from scaleacross_milp.milp.bounds import (
     link_table,
     lower_bound_s,
     screening_bubble,
+    types_cycle_floor_s,
 )
 from scaleacross_milp.milp.context import (
     Pair,
@@ -128,10 +129,11 @@ def min_memory_gib(memory: ShapeMemory, shape: Shape, layers: int, options: list
 
 def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, options: list[ScheduleOption],
                   variants: list[DPVariant], tables: InstanceTables) -> float:
-    """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, with its crossing floors over
-    `links` when given (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can take);
-    infinite without an option. Bubble coefficients (`screening_bubble`) and chunk credits on the first building's
-    type, as `lower_bound_s` takes them."""
+    """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, its cycle at least what the
+    buildings' GPU types allow (`types_cycle_floor_s`), with its crossing floors over `links` when given
+    (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can take); infinite without an
+    option. Bubble coefficients (`screening_bubble`) and chunk credits on the first building's type, as
+    `lower_bound_s` takes them."""
     if not options:
         return math.inf
     cells = {name: cell_costs(instance, shape, name, tables) for name in tables.comm}
@@ -139,9 +141,15 @@ def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, opt
              + min(cell.last_stage_extra.total_s for cell in cells.values()))
     layer = cells[instance.topology.buildings[0].gpu_type].layer
     tau = min(cell.layer.total_s for cell in cells.values())
-    return compute_floor_s(shape, instance.model_spec.layers, tau, fixed,
-                           min(screening_bubble(option, layer, shape.pp) for option in options),
-                           crossing_floors(instance, shape, links, options, variants, layer, tau))
+    rooms: dict[float, int] = {}
+    for building in instance.topology.buildings:
+        speed = cells[building.gpu_type].layer.total_s
+        rooms[speed] = rooms.get(speed, 0) + building.gpus // shape.cell_gpus
+    layers = instance.model_spec.layers
+    bubble = min(screening_bubble(option, layer, shape.pp) for option in options)
+    return compute_floor_s(shape, layers, tau, fixed, bubble,
+                           crossing_floors(instance, shape, links, options, variants, layer, tau),
+                           types_cycle_floor_s(layers, shape, sorted(rooms.items())))
 
 
 def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = None, tail_s: float = 0.0) -> Screening:

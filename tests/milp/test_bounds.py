@@ -24,6 +24,7 @@ from scaleacross_milp.milp.bounds import (
     lower_bound_s,
     next_cap_change,
     stage_floors_s,
+    types_cycle_floor_s,
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
@@ -144,6 +145,32 @@ def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     floor = shape_floor_s(instance, shape, link_table(ctx.routes), ctx.options, ctx.variants,
                           instance_tables(instance))
     assert 0 < floor <= optimum.incumbent + 1e-9
+
+
+@pytest.mark.parametrize(("classes", "cycle"), [
+    ([(1.0, 8), (2.0, 8)], 8.0),         # the fast type holds all 4 stages of 2 cells: L tau / p
+    ([(1.0, 4), (2.0, 4)], 32 / 3),      # 2 fast stages, 2 at half speed: 32 / (2 / 1 + 2 / 2)
+    ([(1.0, 3), (2.0, 5)], 32 / 2.5),    # 3 fast cells make one whole stage: 32 / (1 / 1 + 3 / 2)
+    ([(1.0, 1), (2.0, 1), (4.0, 6)], 25.6),  # one stage of a fast and a medium cell: 32 / (1 / 2 + 3 / 4)
+])
+def test_the_types_cycle_floor_fills_the_fastest_types_stages_first(classes, cycle):
+    # L = 32 layers over p = 4 stages of D = 2 cells; (tau per layer, stage cells) per GPU type, fastest first.
+    shape = Shape(tp=8, pp=4, dp=2, micro_batch=1, microbatches=8)
+    assert types_cycle_floor_s(32, shape, classes) == pytest.approx(cycle)
+
+
+def test_the_screening_floor_counts_the_slower_gpus_a_shape_must_use(tiny):
+    # TP4 PP4 DP2 needs 8 stage cells; the fast hall holds 4, so two stages run on H100s: the floor is above the
+    # one of the same shape over two fast halls (before, both took every layer at the fast type's time), and the
+    # shape's MILP optimum is above it (`test_bounds_never_exceed_the_shapes_optimum`, `_mixed_halls`).
+    mixed, shape = _mixed_halls(tiny)
+    fast = tiny(buildings=[{"name": name, "gpus": 16, "gpu_type": "fast"} for name in "AB"], links=LINK,
+                gpu_types={"fast": FAST}, global_batch_sequences=8)
+    floors = []
+    for instance in (mixed, fast):
+        ctx = shape_context(instance, shape, route_table(instance.topology))
+        floors.append(shape_floor_s(instance, shape, None, ctx.options, ctx.variants, instance_tables(instance)))
+    assert floors[0] > 1.1 * floors[1]
 
 
 def test_a_later_stage_s_drain_lead_leaves_at_least_the_drained_bubble(tiny):
