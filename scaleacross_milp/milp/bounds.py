@@ -3,7 +3,8 @@
 A shape not yet priced is bounded by its compute floor (`compute_floor_s`), which reads only per-cell costs.
 
 Lower bound, per admissible (o, v), from the MILP's own rows (see formulation.pipeline and .iteration): with
-SC = sum_j Cst[j] >= S = L tau_min + sum_j min_k e[j,k] (every layer on the fastest GPU type) and
+SC = sum_j Cst[j] >= S = L tau_s + sum_j min_k e[j,k] (every layer at the least pace a stage can run at,
+`type_floors_s`: the fastest GPU type that holds a whole stage) and
 cycle >= c0 = max(S / p, `cycle_floor_s`) (capacity of the fast buildings, integer layers), C0 <= Cst[0] <= cycle,
     T >= m cycle + B_o(SC, cycle) + max(0, max_i share_i dpi - credit_i C0) + opt,
 B_o(S, c) = max(0, max_k sigma_k S - gamma_k c) the bubble the MILP's rows allow (`ShapeContext.bubble_lines`:
@@ -91,18 +92,21 @@ def stage_class_limits(rooms: list[int], shape: Shape) -> list[int]:
     return [min(shape.pp, cells // shape.cells_per_stage) for cells in held]
 
 
-def types_cycle_floor_s(layers: int, shape: Shape, classes: list[tuple[float, int]]) -> float:
-    """The least cycle the GPU types allow (`compute_floor_s`), from (tau_t, stage cells) per layer time, fastest
-    first: a stage whose slowest holder takes tau per layer holds n_j <= c / tau layers at cycle c (cycle >= Cst[j]
-    >= n_j tau), so L <= c sum_j 1 / tau_class(j), and over the class limits a_t (`stage_class_limits`) the sum is
-    largest filled fastest first, a_t - a_{t-1} stages in class t:
-        c >= L / sum_t (a_t - a_{t-1}) / tau_t.
-    Where the fastest type holds every stage this is L tau_1 / p, at most S / p; where it cannot (a cluster of mixed
-    GPU types whose fast halls are small) the slower types' stages raise it."""
+def type_floors_s(layers: int, shape: Shape, classes: list[tuple[float, int]]) -> tuple[float, float]:
+    """(tau_s, c_s): the least time per layer and microbatch of any stage, and the least cycle, that the GPU types a
+    shape must use allow, from (tau_t, stage cells) per layer time, fastest first, a_t their class limits
+    (`stage_class_limits`). A stage runs at its slowest holder's pace (Cst[j] >= n_j tau_k for every holder k), so
+    every stage is as slow as the first tau_t with a_t >= 1 at least: tau_s; and at cycle c a stage of class t holds
+    n_j <= c / tau_t layers (cycle >= Cst[j]), so L <= c sum_j 1 / tau_class(j), whose largest value over the limits
+    fills the fastest classes first (a_t - a_{t-1} stages in class t):
+        c_s = L / sum_t (a_t - a_{t-1}) / tau_t.
+    Where the fastest type holds every stage these are tau_1 and L tau_1 / p; where its halls hold only some of the
+    shape's stages (or none), the slower types' stages raise them."""
     limits = stage_class_limits([cells for _, cells in classes], shape)
+    least = next((tau for (tau, _), limit in zip(classes, limits, strict=True) if limit >= 1), math.inf)
     speed = sum((limit - before) / tau
                 for (tau, _), limit, before in zip(classes, limits, [0, *limits[:-1]], strict=True))
-    return layers / speed if speed > 0 else math.inf
+    return least, layers / speed if speed > 0 else math.inf
 
 
 @lru_cache(maxsize=4096)
@@ -201,13 +205,14 @@ def cycle_floor_s(ctx: ShapeContext, head: int | None = None) -> float:
 
 
 def stage_floors_s(ctx: ShapeContext, head: int | None = None) -> tuple[float, float]:
-    """(S, c0): the smallest sum of per-microbatch stage times, and the smallest cycle, with the LM head on stage
-    `head` (the least over the options' head stages without one)."""
+    """(S, c0): the smallest sum of per-microbatch stage times (every layer at the least pace a stage can run at,
+    `type_floors_s`), and the smallest cycle, with the LM head on stage `head` (the least over the options' head
+    stages without one)."""
     if head is None:
         floors = [stage_floors_s(ctx, h) for h in head_stages(ctx)]
         return min(total for total, _ in floors), min(cycle for _, cycle in floors)
     p, layers = ctx.shape.pp, ctx.instance.model_spec.layers
-    tau = min(ctx.gpu(k).layer.total_s for k in ctx.buildings)
+    tau, _ = type_floors_s(layers, ctx.shape, [(tau, cells) for tau, _, cells in ctx.layer_time_classes])
     fixed = ctx.stage_fixed_table[ctx.head_options(head)].min(axis=(0, 2))
     total = layers * tau + float(fixed.sum())
     return total, max(total / p, cycle_floor_s(ctx, head))
@@ -821,9 +826,9 @@ def compute_floor_s(shape: Shape, layers: int, layer_s: float, fixed_s: float, b
                     crossing: CrossingFloors | None = None, cycle_s: float = 0.0) -> float:
     """min over c >= c0 = max(S / p, `cycle_s`) of m c + beta (S - c)^+ (+ min over `crossing`'s alternatives r of
     PP_r + max(0, max_i a[r, i] - b[r, i] c)), with S = L tau_min + e_min, tau_min (`layer_s`) the least time of a
-    layer and microbatch over the GPU types, e_min (`fixed_s`) the least embedding plus LM-head time, beta (`bubble`)
-    a bubble coefficient, `cycle_s` a floor of the cycle (`types_cycle_floor_s`). Without `crossing` it is
-    m c0 + beta (S - c0)^+ (S (m + beta (p - 1)) / p at c0 = S / p): `lower_bound_s`'s pipeline term is
+    layer and microbatch any stage can take (`type_floors_s`), e_min (`fixed_s`) the least embedding plus LM-head
+    time, beta (`bubble`) a bubble coefficient, `cycle_s` a floor of the cycle (`type_floors_s`). Without `crossing`
+    it is m c0 + beta (S - c0)^+ (S (m + beta (p - 1)) / p at c0 = S / p): `lower_bound_s`'s pipeline term is
     m c + beta_o max(0, S - c), nondecreasing in c (m >= beta_o), at c >= c0 with S >= L tau_min + e_min, and
     `sharpened_bound_s` adds the crossing at the cycle c (`crossing_floors`). Convex and piecewise linear in c, each
     alternative's sum is least at c0, S, a root a / b or where two of its pieces cross. A valid bound for a shape not

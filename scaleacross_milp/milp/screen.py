@@ -33,7 +33,7 @@ from scaleacross_milp.milp.bounds import (
     link_table,
     lower_bound_s,
     screening_bubble,
-    types_cycle_floor_s,
+    type_floors_s,
 )
 from scaleacross_milp.milp.context import (
     Pair,
@@ -130,7 +130,8 @@ def min_memory_gib(memory: ShapeMemory, shape: Shape, layers: int, options: list
 def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, options: list[ScheduleOption],
                   variants: list[DPVariant], tables: InstanceTables) -> float:
     """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, its cycle at least what the
-    buildings' GPU types allow (`types_cycle_floor_s`), with its crossing floors over `links` when given
+    buildings' GPU types allow and every layer at the least pace a stage
+    can run at (`type_floors_s`), with its crossing floors over `links` when given
     (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can take); infinite without an
     option. Bubble coefficients (`screening_bubble`) and chunk credits on the first building's type, as
     `lower_bound_s` takes them."""
@@ -146,10 +147,10 @@ def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, opt
         speed = cells[building.gpu_type].layer.total_s
         rooms[speed] = rooms.get(speed, 0) + building.gpus // shape.cell_gpus
     layers = instance.model_spec.layers
+    stage_tau, cycle = type_floors_s(layers, shape, sorted(rooms.items()))
     bubble = min(screening_bubble(option, layer, shape.pp) for option in options)
-    return compute_floor_s(shape, layers, tau, fixed, bubble,
-                           crossing_floors(instance, shape, links, options, variants, layer, tau),
-                           types_cycle_floor_s(layers, shape, sorted(rooms.items())))
+    return compute_floor_s(shape, layers, stage_tau, fixed, bubble,
+                           crossing_floors(instance, shape, links, options, variants, layer, tau), cycle)
 
 
 def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = None, tail_s: float = 0.0) -> Screening:

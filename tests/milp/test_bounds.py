@@ -24,7 +24,7 @@ from scaleacross_milp.milp.bounds import (
     lower_bound_s,
     next_cap_change,
     stage_floors_s,
-    types_cycle_floor_s,
+    type_floors_s,
 )
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.formulation.build import build_model
@@ -147,16 +147,16 @@ def test_bounds_never_exceed_the_shapes_optimum(tiny, case):
     assert 0 < floor <= optimum.incumbent + 1e-9
 
 
-@pytest.mark.parametrize(("classes", "cycle"), [
-    ([(1.0, 8), (2.0, 8)], 8.0),         # the fast type holds all 4 stages of 2 cells: L tau / p
-    ([(1.0, 4), (2.0, 4)], 32 / 3),      # 2 fast stages, 2 at half speed: 32 / (2 / 1 + 2 / 2)
-    ([(1.0, 3), (2.0, 5)], 32 / 2.5),    # 3 fast cells make one whole stage: 32 / (1 / 1 + 3 / 2)
-    ([(1.0, 1), (2.0, 1), (4.0, 6)], 25.6),  # one stage of a fast and a medium cell: 32 / (1 / 2 + 3 / 4)
+@pytest.mark.parametrize(("classes", "tau", "cycle"), [
+    ([(1.0, 8), (2.0, 8)], 1.0, 8.0),       # the fast type holds all 4 stages of 2 cells: L tau / p
+    ([(1.0, 4), (2.0, 4)], 1.0, 32 / 3),    # 2 fast stages, 2 at half speed: 32 / (2 / 1 + 2 / 2)
+    ([(1.0, 3), (2.0, 5)], 1.0, 32 / 2.5),  # 3 fast cells make one whole stage: 32 / (1 / 1 + 3 / 2)
+    ([(1.0, 1), (2.0, 1), (4.0, 6)], 2.0, 25.6),  # no stage all fast; one of a fast and a medium cell, 3 slow
 ])
-def test_the_types_cycle_floor_fills_the_fastest_types_stages_first(classes, cycle):
+def test_the_type_floors_fill_the_fastest_types_stages_first(classes, tau, cycle):
     # L = 32 layers over p = 4 stages of D = 2 cells; (tau per layer, stage cells) per GPU type, fastest first.
     shape = Shape(tp=8, pp=4, dp=2, micro_batch=1, microbatches=8)
-    assert types_cycle_floor_s(32, shape, classes) == pytest.approx(cycle)
+    assert type_floors_s(32, shape, classes) == pytest.approx((tau, cycle))
 
 
 def test_the_screening_floor_counts_the_slower_gpus_a_shape_must_use(tiny):
