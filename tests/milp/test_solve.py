@@ -209,6 +209,7 @@ def test_hsdp_only_solves_across_buildings_and_explains_one_building(tiny):
         solve_instance(tiny(search={"dp_modes": ["hsdp"]}))
 
 
+@pytest.mark.slow  # a 30 s limit's solve of pp-out-2b (about 18 s on 2 cores)
 def test_a_longer_time_limit_never_gives_a_worse_plan_or_a_looser_bound(bundled):
     # Budgets are solver nodes, not shares of the wall-clock limit: the longer run takes the same steps further.
     instance = bundled("pp-out-2b-thin-link-llama3-70b")
