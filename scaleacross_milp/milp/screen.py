@@ -129,12 +129,11 @@ def min_memory_gib(memory: ShapeMemory, shape: Shape, layers: int, options: list
 
 def shape_floor_s(instance: Instance, shape: Shape, links: LinkTable | None, options: list[ScheduleOption],
                   variants: list[DPVariant], tables: InstanceTables) -> float:
-    """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, its cycle at least what the
-    buildings' GPU types allow and every layer at the least pace a stage
-    can run at (`type_floors_s`), with its crossing floors over `links` when given
-    (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can take); infinite without an
-    option. Bubble coefficients (`screening_bubble`) and chunk credits on the first building's type, as
-    `lower_bound_s` takes them."""
+    """`compute_floor_s` of a shape from its cells' costs on the GPU types in use, every layer at the least pace a
+    stage can run at and the cycle at least what the buildings' GPU types allow (`type_floors_s`), with its crossing
+    floors over `links` when given (`crossing_floors`: pipeline sends and cross-building DP of the layouts it can
+    take); infinite without an option. Bubble coefficients (`screening_bubble`) and chunk credits on the first
+    building's type, as `lower_bound_s` takes them."""
     if not options:
         return math.inf
     cells = {name: cell_costs(instance, shape, name, tables) for name in tables.comm}
