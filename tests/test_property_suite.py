@@ -128,7 +128,8 @@ def test_infeasible_instances_and_crashes_are_counted_not_raised(small_instance,
 def test_properties_hold_on_quick_generated_instances(seed, limit_s):
     out = suite.check_seed(seed, Size.small, time_limit_s=limit_s)  # most solve in about 2 s on an idle core
     assert out.kind == "ok", out.message
-    assert out.status == "optimal"
+    # proven within its limit where its work budget decides; on a slower machine the wall clock ends the search first
+    assert out.status == "optimal" or out.wall_bound, out
     assert abs(out.difference) <= TOLERANCE, out
     assert not math.isnan(out.best_restriction_s)
     assert out.replay_s <= (1 + TOLERANCE) * out.best_restriction_s, out
