@@ -45,9 +45,8 @@ def assert_proven(plan: Plan, gap: float) -> None:
     stats = plan.solve
     assert stats.bound_s <= stats.incumbent_s + 1e-9
     assert stats.rel_gap == pytest.approx((stats.incumbent_s - stats.bound_s) / stats.incumbent_s, abs=1e-9)
-    if not stats.wall_bound:  # where the wall clock ends the search first (a slower machine) no proof is promised
-        assert stats.rel_gap <= gap + 1e-9
-        assert stats.status == "optimal"
+    assert stats.rel_gap <= gap + 1e-9
+    assert stats.status == "optimal"
     assert plan.prediction.iteration_s == pytest.approx(stats.incumbent_s, rel=1e-6)
 
 
@@ -108,7 +107,9 @@ def test_pp_out_wins_when_gradients_cannot_cross(bundled):
     # hall (DP-out) would push every replica's gradients (280 GB in fp32, about 2 x 280 GB for a ring
     # all-reduce) through the link each step: over 5 s on the link alone. Splitting stages across the halls
     # (PP-out) sends only activations, b*s*h*2 bytes = 134 MB per microbatch per pipeline, under the compute.
-    plan = solve_instance(bundled("pp-out-2b-thin-link-llama3-70b"))
+    # 60 s rather than its own 30 s: about 10 s of work proves it, 20-25 s of wall on a machine 2.5 times slower than
+    # the reference, so the proof, not the wall clock, ends the search on any machine up to about 6 times slower
+    plan = solve_instance(bundled("pp-out-2b-thin-link-llama3-70b"), time_limit_s=60)
     assert all(len(stage.cells_per_building) == 1 for stage in plan.stages)
     assert {k for stage in plan.stages for k in stage.cells_per_building} == {"A", "B"}
     assert layout_pattern(plan.stages, plan.pipelines).startswith("PP-out")
