@@ -288,6 +288,13 @@ class ShapeMemory:
     stage_fixed_bytes: dict[DPVariant, float]
 
 
+def memory_key(shape: Shape) -> tuple[int, int, int, int, int, bool]:
+    """What a shape's per-GPU byte counts (`shape_memory`, `layer_kinds.moe_memory`) depend on: TP, CP, EP, DP (the
+    shard groups), the micro-batch (activations, logits) and whether the LM head has its own copy (pp > 1,
+    `head_params`); shapes that differ only in PP > 1 and microbatches hold the same bytes per layer and stage."""
+    return shape.tp, shape.cp, shape.ep, shape.dp, shape.micro_batch, shape.pp > 1
+
+
 def shape_memory(model: ModelSpec, shape: Shape, training: Training, variants: list[DPVariant]) -> ShapeMemory:
     """Activation bytes per layer and in-flight microbatch, and per variant: layer states, embedding states
     (stage 0), LM-head states plus logits (head stage) and the FSDP transient buffers (every stage)."""

@@ -23,8 +23,8 @@ import numpy as np
 
 from scaleacross_milp.costmodel.build import InstanceTables, cell_costs, instance_tables
 from scaleacross_milp.costmodel.costs import DPVariant
-from scaleacross_milp.costmodel.layer_kinds import moe_memory
-from scaleacross_milp.costmodel.memory import ShapeMemory, shape_memory
+from scaleacross_milp.costmodel.layer_kinds import MoEMemory, moe_memory
+from scaleacross_milp.costmodel.memory import ShapeMemory, memory_key, shape_memory
 from scaleacross_milp.costmodel.schedule import ScheduleOption
 from scaleacross_milp.milp.bounds import (
     LinkTable,
@@ -36,6 +36,7 @@ from scaleacross_milp.milp.bounds import (
     type_floors_s,
 )
 from scaleacross_milp.milp.context import (
+    HBMTier,
     Pair,
     ShapeContext,
     admissible,
@@ -170,6 +171,8 @@ def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = Non
               * shape.batch_factor(training.batch_sequences)
               for shape, (options, variants) in zip(shapes, choices, strict=True)]
     order = sorted(range(len(shapes)), key=floors.__getitem__)
+    memories: dict[tuple, tuple[ShapeMemory, MoEMemory | None]] = {}  # by `memory_key` and variants
+    tiers: dict[tuple[int, int], list[HBMTier]] = {}  # `hbm_tiers` by (cell GPUs, cells per stage)
     if clock is not None:
         clock.charge(FLOOR_S_PER_SHAPE * len(shapes))
         wall_until_s = clock.wall_s + clock.step_wall_s(max(clock.work_left_s(tail_s), 0.0))
@@ -189,11 +192,19 @@ def screen(instance: Instance, routes: RouteTable, clock: WorkClock | None = Non
             result.no_dp_variant += 1
         elif not fits_capacity(instance, shape):
             result.no_capacity += 1
-        elif not (pairs := admissible(memory := shape_memory(model, shape, training, variants),
-                                      hbm_tiers(instance, routes.buildings, shape), shape, model.layers, options,
-                                      variants, moe_memory(model, shape, training, variants))):
-            result.no_memory.append((min_memory_gib(memory, shape, model.layers, options, variants), shape))
         else:
+            key = (memory_key(shape), tuple(variants))
+            if key not in memories:
+                memories[key] = (shape_memory(model, shape, training, variants),
+                                 moe_memory(model, shape, training, variants))
+            memory, moe = memories[key]
+            cells = (shape.cell_gpus, shape.cells_per_stage)
+            if cells not in tiers:
+                tiers[cells] = hbm_tiers(instance, routes.buildings, shape)
+            pairs = admissible(memory, tiers[cells], shape, model.layers, options, variants, moe)
+            if not pairs:
+                result.no_memory.append((min_memory_gib(memory, shape, model.layers, options, variants), shape))
+                continue
             used_options, used_variants = {o for o, _ in pairs}, {v for _, v in pairs}
             result.candidates.append(Candidate(
                 shape, index, floors[index], [o for o in options if o in used_options],

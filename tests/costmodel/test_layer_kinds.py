@@ -12,6 +12,7 @@ from scaleacross_milp.costmodel.layer_kinds import (
     chunk_layers,
     kind_costs,
     moe_layers_per_rank,
+    moe_memory,
     moe_pattern,
     stage_bytes_held,
 )
@@ -70,3 +71,23 @@ def test_a_stage_s_memory_follows_its_own_moe_layers_and_the_total_is_the_averag
     average = [memory.stage_bytes(costs, variant, j, n, inflight[j], 1) for j, n in enumerate([3, 5])]
     assert held[0] < average[0] and held[1] > average[1]  # 1 of 3 layers MoE, then 3 of 5: the average says 1.5, 2.5
     assert sum(held) == pytest.approx(sum(average), rel=1e-9)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_shapes_with_one_memory_key_hold_the_same_bytes(precision):
+    """Screening shares byte counts between shapes of one `memory.memory_key` (PP > 1 and microbatches aside)."""
+    model = _model(moe_layer_interval=2)
+    training = make_instance().training.model_copy(update={"precision": precision})
+    variants = [DPVariant(DPMode.ddp), DPVariant(DPMode.fsdp), DPVariant(DPMode.hsdp, 2), DPVariant(DPMode.zero1)]
+    base = Shape(tp=2, cp=2, ep=2, pp=2, dp=8, micro_batch=2, microbatches=4)
+    deeper = base.model_copy(update={"pp": 8, "microbatches": 16})
+    assert memory.memory_key(base) == memory.memory_key(deeper)
+    held = memory.shape_memory(model, base, training, variants)
+    assert held == memory.shape_memory(model, deeper, training, variants)
+    extra = moe_memory(model, base, training, variants)
+    assert extra is not None and extra == moe_memory(model, deeper, training, variants)
+    one_stage = base.model_copy(update={"pp": 1})  # the LM head shares the tied embedding: other bytes, other key
+    tied = model.model_copy(update={"tied_embeddings": True})
+    assert memory.memory_key(one_stage) != memory.memory_key(base)
+    assert memory.shape_memory(tied, one_stage, training, variants) != memory.shape_memory(tied, base, training,
+                                                                                           variants)
