@@ -466,7 +466,8 @@ class ShapeSearch:
         """Shape i's model over ctx's buildings, translated to HiGHS, its stream paths run first; charged
         `build_s_predicted`."""
         collect_if_grown()
-        self.clock.charge(self.build_s_predicted(ctx))
+        charged = self.build_s_predicted(ctx)
+        self.clock.charge(charged)
         self.paths_charged.update(self.new_paths(ctx))
         start = time.perf_counter()
         for args in stream_path_arguments(ctx):
@@ -476,7 +477,9 @@ class ShapeSearch:
                         held_rate_floor_usd_s(instance, ctx.shape, ctx.buildings) if priced_rows_needed(
                             instance.search) else 0.0)
         model = HighsModel(build_model(ctx, floors))
-        self.build_s += time.perf_counter() - start
+        took_s = time.perf_counter() - start
+        self.build_s += took_s
+        self.clock.record_build(charged, took_s)
         return model
 
     def narrowed_model(self, i: int, buildings: list[str], pairs: list[Pair],
@@ -862,7 +865,7 @@ class ShapeSearch:
         ZB-H1 on the same shape is 12 % faster), and no later step solves a shape over a building set the patterns
         do not pick."""
         seed = self.best
-        if seed is None or seed.index >= 0 or seed.proven_alone:
+        if seed is None or seed.index >= 0 or seed.proven_alone or self.exhausted():
             return
         i = next((i for i, candidate in enumerate(self.candidates) if candidate.shape == seed.ctx.shape), None)
         if i is None or i in self.closed:

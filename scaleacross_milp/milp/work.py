@@ -134,14 +134,25 @@ class WorkClock:
     wall_bound: bool = False
     """Whether the wall clock, before the work, ended some step: the steps taken then depend on the machine's speed
     and load."""
+    built_work_s: float = 0.0
+    built_wall_s: float = 0.0
+    """Work charged for the model builds so far (`record_build`), and the wall seconds they took."""
 
     def charge(self, seconds: float) -> None:
         self.spent_s += seconds
 
     def absorb(self, other: WorkClock) -> None:
-        """Take on what `other` (a sub-solve's clock) charged, and whether the wall clock ended one of its steps."""
+        """Take on what `other` (a sub-solve's clock) charged, its builds, and whether the wall clock ended one of its
+        steps."""
         self.spent_s += other.spent_s
         self.wall_bound |= other.wall_bound
+        self.built_work_s += other.built_work_s
+        self.built_wall_s += other.built_wall_s
+
+    def record_build(self, work_s: float, wall_s: float) -> None:
+        """A model's build was charged `work_s` and took `wall_s`."""
+        self.built_work_s += work_s
+        self.built_wall_s += wall_s
 
     @property
     def wall_s(self) -> float:
@@ -165,14 +176,20 @@ class WorkClock:
         solve runs (a slower machine, or load)."""
         return max(1.0, self.wall_s / self.spent_s) if self.spent_s > 0 else 1.0
 
+    def build_pace(self) -> float:
+        """Wall seconds per second of work charged over the builds so far (`record_build`), at least 1."""
+        return max(1.0, self.built_wall_s / self.built_work_s) if self.built_work_s > 0 else 1.0
+
     def wall_allows(self, work_s: float, share: float, tail_s: float = 0.0) -> bool:
-        """Whether a step of `work_s` that cannot be interrupted (a model's build) takes, at this solve's `pace`, at
-        most `share` of the wall seconds left before `tail_s`; a step refused here is one the wall clock decided
-        (`wall_bound`), and the search goes on with smaller ones. Charged at the reference's pace alone, the builds
-        of generated medium seeds 2 and 81 fit the work left and ran 2.4-2.8 s past a 5 s limit on a machine 2.5
-        times slower; ending the search at a refused build instead left a third of the limit unused (seed 2's plan
-        77.4 s against 37.3 s when the search goes on, session 51)."""
-        if work_s * self.pace() <= share * self.wall_left_s(tail_s):
+        """Whether a model's build charged `work_s` (it cannot be interrupted) takes, at the larger of this solve's
+        `pace` and its builds' (`build_pace`), at most `share` of the wall seconds left before `tail_s`; a step
+        refused here is one the wall clock decided (`wall_bound`), and the search goes on with smaller ones. Charged
+        at the reference's pace alone, the builds of generated medium seeds 2 and 81 fit the work left and ran
+        2.4-2.8 s past a 5 s limit on a machine 2.5 times slower; ending the search at a refused build instead left a
+        third of the limit unused (seed 2's plan 77.4 s against 37.3 s when the search goes on, session 51). Builds
+        can run slower than the rest (session 53: the 131k-GPU Llama 3 405B's seed built a 32-stage model in 0.38 s
+        charged 0.05 s, at a pace of 1.8 elsewhere), so their own pace counts once one is measured."""
+        if work_s * max(self.pace(), self.build_pace()) <= share * self.wall_left_s(tail_s):
             return True
         self.wall_bound = True
         return False

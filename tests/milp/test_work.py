@@ -130,3 +130,16 @@ def test_a_step_of_work_takes_its_share_of_the_wall_at_the_solves_pace():
     assert clock.wall_allows(0.25, 0.5, tail_s=0.2) and not clock.wall_bound
     assert not clock.wall_allows(0.5, 0.5, tail_s=0.2) and clock.wall_bound
     assert WorkClock(10.0, 5.0, spent_s=2.0, wall_start=time.perf_counter() - 1.0).pace() == 1.0  # never below 1
+
+
+def test_builds_slower_than_the_rest_are_judged_at_their_own_pace():
+    # The solve runs at a third of the reference's pace (as above), but the one build so far (its seed's, absorbed)
+    # took six times its charge: a build of 0.25 s of work now takes 1.5 s at that pace, more than half the 1.8 s
+    # left, and is refused; one of 0.1 s (0.6 s) still fits.
+    clock = WorkClock(10.0, 5.0, spent_s=1.0, wall_start=time.perf_counter() - 3.0)
+    seed = WorkClock(1.0, 2.0)
+    seed.record_build(0.1, 0.6)
+    clock.absorb(seed)
+    assert clock.build_pace() == pytest.approx(6.0)
+    assert clock.wall_allows(0.1, 0.5, tail_s=0.2) and not clock.wall_bound
+    assert not clock.wall_allows(0.25, 0.5, tail_s=0.2) and clock.wall_bound
