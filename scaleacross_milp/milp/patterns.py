@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
+from itertools import pairwise
 
 import pyomo.environ as pyo
 
@@ -85,6 +86,44 @@ def chain(ctx: ShapeContext, buildings: list[str]) -> list[str]:
     return order
 
 
+ORDERED_BLOCKS = 16
+"""PP-out's blocks are reordered (`block_order`) up to this many: a pass weighs every swap, O(B^3) link lookups."""
+
+
+def crossing_load(ctx: ShapeContext, order: list[str]) -> tuple[float, float]:
+    """(max over links i of c_i / cap_i, sum of latencies) of a pipeline whose blocks sit in the buildings of `order`
+    in turn: c_i counts the block boundaries whose sends (forward and back) cross link i, cap_i its capacity in Gb/s.
+    What an order costs the pipeline sends before any pricing: boundaries whose routes share a link contend on it."""
+    uses: dict[int, int] = {}
+    for s, t in pairwise(order):
+        for i in {i for i, _ in [*ctx.routes.arcs[s, t], *ctx.routes.arcs[t, s]]}:
+            uses[i] = uses.get(i, 0) + 1
+    return (max((n / ctx.routes.links[i].capacity_gbit_s for i, n in uses.items()), default=0.0),
+            sum(ctx.routes.latency_s[pair] for pair in pairwise(order)))
+
+
+def block_order(ctx: ShapeContext, buildings: list[str]) -> list[str]:
+    """The order of PP-out's blocks (each building's stages) along the pipeline: the nearest-hop `chain` from the
+    first, then, up to ORDERED_BLOCKS, while some swap of two blocks lowers their `crossing_load`, the swap that
+    lowers it most. The nearest hop alone may send two boundaries over one link (generated medium seed 151: PP 4
+    over four buildings, boundaries 0 and 1 over one thin lossy link, its plan replayed at 1.391 s; the reordered
+    pattern led to a plan replayed at 1.032 s)."""
+    order = chain(ctx, buildings)
+    least = crossing_load(ctx, order)
+    while len(order) <= ORDERED_BLOCKS:
+        swaps = []
+        for a in range(len(order)):
+            for b in range(a + 1, len(order)):
+                swapped = list(order)
+                swapped[a], swapped[b] = order[b], order[a]
+                swaps.append((crossing_load(ctx, swapped), swapped))
+        better = min(swaps, default=None, key=lambda item: item[0])
+        if better is None or better[0] >= least:
+            break
+        least, order = better
+    return order
+
+
 def pp_out_cells(ctx: ShapeContext) -> Cells | None:
     """Whole stages per building in contiguous blocks; None when the buildings cannot hold p whole stages."""
     p, cells_per_stage = ctx.shape.pp, ctx.shape.cells_per_stage
@@ -99,7 +138,7 @@ def pp_out_cells(ctx: ShapeContext) -> Cells | None:
         return None
     cells: Cells = {}
     stage = 0
-    for k in chain(ctx, list(stages_in)):
+    for k in block_order(ctx, list(stages_in)):
         for j in range(stage, stage + stages_in[k]):
             cells[j, k] = cells_per_stage
         stage += stages_in[k]

@@ -1,9 +1,10 @@
-"""Named patterns' layer split (milp.patterns.speed_layers) and how the search solves a pattern with it."""
+"""Named patterns' layer split (milp.patterns.speed_layers), PP-out's block order, and how the search solves a pattern
+with them."""
 
 from __future__ import annotations
 
 from scaleacross_milp.milp.context import shape_context
-from scaleacross_milp.milp.patterns import pp_out_cells, restrictions, speed_layers
+from scaleacross_milp.milp.patterns import chain, crossing_load, pp_out_cells, restrictions, speed_layers
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import ShapeSearch
@@ -60,3 +61,20 @@ def test_a_pattern_is_solved_at_its_speed_split_before_its_layers_are_left_free(
     search.free_placements()
     assert fixed_layers[2:] == [[None] * 4]
     assert search.best is not None
+
+
+def test_pp_out_orders_its_blocks_so_no_two_boundaries_share_a_link(tiny):
+    # A line A - H - B - C (1, 10, 10 km). The nearest hop from the H100 hall goes H, A, B, C, and boundary 1 (A to B)
+    # goes back over A - H beside boundary 0; A, H, B, C sends every boundary over its own link.
+    halls = [{"name": "H", "gpus": 8, "gpu_type": "h100"},
+             *({"name": name, "gpus": 8, "gpu_type": "a100"} for name in "ABC")]
+    links = [{"a": a, "b": b, "capacity_gbit_s": 400, "distance_km": km} for a, b, km in
+             [("H", "A", 1), ("H", "B", 10), ("B", "C", 10)]]
+    instance = tiny(buildings=halls, links=links, global_batch_sequences=8)
+    ctx = shape_context(instance, SHAPE, route_table(instance.topology))
+    assert chain(ctx, ["H", "A", "B", "C"]) == ["H", "A", "B", "C"]
+    assert crossing_load(ctx, ["H", "A", "B", "C"])[0] == 2 / 400
+    cells = pp_out_cells(ctx)
+    order = [k for j in range(4) for (i, k) in cells if i == j]
+    assert sorted(cells.values()) == [1, 1, 1, 1] and sorted(order) == ["A", "B", "C", "H"]
+    assert crossing_load(ctx, order)[0] == 1 / 400
