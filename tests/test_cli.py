@@ -20,6 +20,8 @@ from tests.conftest import H100
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPUS = ROOT / "instances" / "campus-2b-llama3-70b.json"
+DP_OUT = ROOT / "instances" / "dp-out-2b-far-llama3-8b.json"
+"""Proven optimal in about a second: the instance of the tests about what `solve` writes, not what it finds."""
 MODEL = ROOT / "models" / "llama3-70b.json"
 
 runner = CliRunner()
@@ -93,14 +95,14 @@ def test_solve_refuses_to_overwrite_without_force(tmp_path, assert_input_error):
 def test_solve_force_overwrites(tmp_path):
     out = tmp_path / "plan.json"
     out.write_text("old")
-    result = run("solve", CAMPUS, "-o", out, "--force", "--time-limit", "30")
+    result = run("solve", DP_OUT, "-o", out, "--force")
     assert result.exit_code == 0, result.output
     Plan.model_validate_json(out.read_text())
 
 
 def test_solve_without_output_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = run("solve", CAMPUS, "--time-limit", "30", "--gap", "0.02")
+    result = run("solve", DP_OUT, "--gap", "0.02")
     assert result.exit_code == 0, result.output
     assert "Iteration time:" in result.stdout
     assert list(tmp_path.iterdir()) == []
@@ -286,7 +288,7 @@ def test_solve_reports_cluster_use_and_carries_it_in_the_plan(solved):
 
 
 def test_solve_no_verify_skips_replay(tmp_path):
-    result = run("solve", CAMPUS, "--time-limit", "20", "--no-verify", "-o", tmp_path / "p.json")
+    result = run("solve", DP_OUT, "--no-verify", "-o", tmp_path / "p.json")
     assert result.exit_code == 0, result.output
     assert "Verifier" not in result.stdout
     assert Plan.model_validate_json((tmp_path / "p.json").read_text()).verification is None
