@@ -97,17 +97,18 @@ def test_speed_layers_split_in_chunk_units_by_largest_remainder(small_instance):
 
 
 def test_judge_names_each_broken_property():
-    ok = suite.Outcome(0, "x", 64, 2, "m", time_limit_s=10, wall_s=9, status="optimal", milp_s=1.0, bound_s=1.0,
-                       gap=0.0, replay_s=1.05, difference=0.05, best_restriction_s=1.0, best_pattern_s=1.0,
+    ok = suite.Outcome(0, "x", 64, 2, "m", time_limit_s=10, wall_s=9, status="optimal", milp_s=1.0, predicted_s=1.0,
+                       bound_s=1.0, gap=0.0, replay_s=1.05, difference=0.05, best_restriction_s=1.0, best_pattern_s=1.0,
                        best_layout_s=1.0)
     suite.judge(ok)
     assert ok.failures == []
     bad = suite.Outcome(0, "x", 64, 2, "m", time_limit_s=10, wall_s=11.5, status="time limit", milp_s=1.0,
-                        bound_s=1.2, gap=0.2, replay_s=1.2, difference=0.2, best_restriction_s=1.0,
+                        predicted_s=0.95, bound_s=1.2, gap=0.2, replay_s=1.2, difference=0.2, best_restriction_s=1.0,
                         best_pattern_s=1.05, best_layout_s=1.0)
     suite.judge(bad)
     assert [f.split(":")[0].split(" (")[0] for f in bad.failures] == [
-        "restriction faster", "pattern faster", "MILP 1.000 s vs replay 1.200 s", "bound 1.200 s above a layout "
+        "restriction faster", "pattern faster", "prediction 0.950 s is not the incumbent 1.000 s",
+        "MILP 0.950 s vs replay 1.200 s", "bound 1.200 s above a layout "
         "replayed at 1.000 s", "solve took 11.5 s for a 10 s limit"]
 
 

@@ -79,8 +79,8 @@ def stage_times(m: pyo.ConcreteModel, ctx: ShapeContext, option: int) -> list[tu
 
 def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[LinkUse]) -> Breakdown:
     """Split the iteration time: the slowest stage's own work over m microbatches, its TP/EP share, the
-    schedule's bubble, what pipeline sends and DP sync add, and the optimizer step. A link-bound remainder is
-    charged to whichever traffic dominates the busiest link."""
+    schedule's bubble, what pipeline sends and DP sync add, and the optimizer step; the parts sum to T, what T
+    holds beyond them (a link-bound remainder) charged to whichever traffic dominates the busiest link."""
     opt, mb = ctx.options[option], ctx.shape.microbatches
     stage_s, _, k = max(stage_times(m, ctx, option))
     gpu = ctx.gpu(k)
@@ -96,7 +96,7 @@ def breakdown(m: pyo.ConcreteModel, ctx: ShapeContext, option: int, links: list[
     dp += _val(m.gather0) + _val(m.fill_gathers) + gathers
     optimizer = _val(m.opt)
     exposed_pp = max(0.0, pipe - mb * stage_s - bubble - gathers - unpaired)
-    remainder = max(0.0, _val(m.T) - pipe - dp - optimizer)
+    remainder = max(0.0, _val(m.T) - (mb * stage_s + unpaired + bubble + exposed_pp + dp + optimizer))
     busiest = max(links, key=lambda use: use.busy_s, default=None)
     if busiest is not None and busiest.pp_gbyte >= busiest.dp_gbyte:
         exposed_pp += remainder
