@@ -44,6 +44,7 @@ from scaleacross_milp.milp.path_cuts import cut_critical_path, solve_with_cuts
 from scaleacross_milp.milp.patterns import (
     Cells,
     Pattern,
+    Restriction,
     fixed_cells,
     holders,
     pattern_cells,
@@ -263,6 +264,9 @@ class ShapeSearch:
     closed: set[int] = field(default_factory=set)
     patterns_tried: set[int] = field(default_factory=set)
     restrictions_tried: set[int] = field(default_factory=set)
+    restriction_sets: dict[int, list[Restriction]] = field(default_factory=dict)
+    """Shape i's `patterns.restrictions`, found once (PP-out's block order weighs O(B^3) swaps; `restriction_extent`
+    sorts by them)."""
     placements_deferred: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     """Restrictions (shape, buildings) whose free-placement solve waits for `free_placements`."""
     climbed: set[tuple[int, int, int, int, int, int]] = field(default_factory=set)
@@ -646,9 +650,15 @@ class ShapeSearch:
             progressed = True
         return progressed
 
+    def restrictions(self, i: int) -> list[Restriction]:
+        """Shape i's restrictions (`patterns.restrictions`), kept from their first use."""
+        if i not in self.restriction_sets:
+            self.restriction_sets[i] = restrictions(self.ctx(i))
+        return self.restriction_sets[i]
+
     def restriction_extent(self, i: int) -> float:
         """`extent` of shape i's smallest restriction: p B'^2 (inf when it has none)."""
-        sets = restrictions(self.ctx(i))
+        sets = self.restrictions(i)
         return self.ctx(i).shape.pp * len(sets[0].buildings) ** 2 if sets else math.inf
 
     def pattern_s(self) -> float:
@@ -683,7 +693,7 @@ class ShapeSearch:
             self.restrictions_tried.add(i)
         ctx = self.ctx(i)
         pairs = ctx.pairs if every_pair else self.restriction_pairs(i)
-        for restriction in restrictions(ctx) if pairs else []:
+        for restriction in self.restrictions(i) if pairs else []:
             held = ctx.held_pairs(restriction.buildings, pairs)
             if not held:
                 continue
