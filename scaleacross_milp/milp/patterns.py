@@ -25,7 +25,7 @@ from itertools import pairwise
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.milp.context import ShapeContext
+from scaleacross_milp.milp.context import ShapeContext, stage_room_table
 
 Cells = dict[tuple[int, str], int]
 """Stage cells per (stage, building)."""
@@ -150,18 +150,60 @@ def speed_layers(ctx: ShapeContext, cells: Cells, grain: int) -> list[int] | Non
     under `cells`, in units of `grain` layers, at least one unit each (largest remainder); None when the model does
     not split so. The split a pattern's cells suggest: with its cells fixed, HiGHS's node budget may stop short of it
     (generated medium seed 104: PP 21 over two B200 halls, 200 nodes ended at 6.40 s with stages of 2 to 8 layers,
-    the even split prices 5.34 s)."""
+    the even split prices 5.34 s). When no admissible pair holds that split in memory, the split within the rooms
+    (`stage_rooms`) of the pair that holds the most layers: each stage capped at its room, the layers above a cap
+    shared by the others in proportion to speed (generated medium seed 10: Llama 4 Maverick, PP 16 over five B200
+    and eleven H100 stages, the speed split gave H100 stages 3 layers where 2 fit, and no pattern had a plan in 5 s);
+    None when none holds the layers."""
     total, p = ctx.instance.model_spec.layers, ctx.shape.pp
     if total % grain or total // grain < p:
         return None
     pace = {j: max(ctx.gpu(k).layer.total_s for (i, k), n in cells.items() if i == j and n) for j in range(p)}
     speed = [1.0 / pace[j] for j in range(p)]
     units = total // grain
-    exact = [1 + (units - p) * s / sum(speed) for s in speed]
+    split = _capped_split(units, speed, [units] * p)
+    rooms = sorted(stage_rooms(ctx, cells), key=sum, reverse=True)
+    if not rooms or any(all(n <= r for n, r in zip(split, room, strict=True)) for room in rooms):
+        return [c * grain for c in split]
+    capped = _capped_split(units, speed, [r // grain for r in rooms[0]])
+    return None if capped is None else [c * grain for c in capped]
+
+
+def stage_rooms(ctx: ShapeContext, cells: Cells) -> list[list[int]]:
+    """Per admissible (option, variant) pair of ctx, the layers each stage can hold on the smallest usable HBM among
+    the buildings `cells` put it in (`context.stage_room_table`)."""
+    options = list(dict.fromkeys(o for o, _ in ctx.pairs))
+    variants = list(dict.fromkeys(v for _, v in ctx.pairs))
+    hbm = [min(ctx.gpu(k).hbm_usable_bytes for (i, k), n in cells.items() if i == j and n) for j in range(ctx.shape.pp)]
+    tables = {size: stage_room_table(ctx.costs, size, ctx.shape, options, variants, ctx.moe_memory)
+              for size in set(hbm)}
+    return [[int(tables[size][options.index(o), variants.index(v), j]) for j, size in enumerate(hbm)]
+            for o, v in ctx.pairs]
+
+
+def _capped_split(units: int, speed: list[float], caps: list[int]) -> list[int] | None:
+    """`units` over the stages, at least one each and at most caps[j], the rest in proportion to speed (stages whose
+    share passes their cap held at it, the others sharing what is left), to whole units by largest remainder; None
+    when the caps cannot hold them."""
+    p = len(speed)
+    if min(caps) < 1 or sum(caps) < units:
+        return None
+    exact, free, left = [1.0] * p, set(range(p)), units - p
+    while free:
+        pace = left / sum(speed[j] for j in free)
+        over = {j for j in free if 1 + pace * speed[j] >= caps[j]}
+        if not over:
+            for j in free:
+                exact[j] = 1 + pace * speed[j]
+            break
+        for j in over:
+            exact[j] = caps[j]
+            left -= caps[j] - 1
+        free -= over
     counts = [math.floor(e) for e in exact]
     for j in sorted(range(p), key=lambda j: counts[j] - exact[j])[: units - sum(counts)]:
         counts[j] += 1
-    return [c * grain for c in counts]
+    return counts
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,17 @@ with them."""
 
 from __future__ import annotations
 
+from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.context import shape_context
-from scaleacross_milp.milp.patterns import chain, crossing_load, pp_out_cells, restrictions, speed_layers
+from scaleacross_milp.milp.patterns import (
+    _capped_split,
+    chain,
+    crossing_load,
+    pp_out_cells,
+    restrictions,
+    speed_layers,
+    stage_rooms,
+)
 from scaleacross_milp.milp.routes import route_table
 from scaleacross_milp.milp.screen import screen
 from scaleacross_milp.milp.solve import ShapeSearch
@@ -78,3 +87,27 @@ def test_pp_out_orders_its_blocks_so_no_two_boundaries_share_a_link(tiny):
     order = [k for j in range(4) for (i, k) in cells if i == j]
     assert sorted(cells.values()) == [1, 1, 1, 1] and sorted(order) == ["A", "B", "C", "H"]
     assert crossing_load(ctx, order)[0] == 1 / 400
+
+
+def test_a_speed_split_that_no_pair_holds_in_memory_is_capped_at_the_stages_rooms():
+    # Generated medium seed 10: Llama 4 Maverick (48 layers), TP 8 PP 16 over five B200 and eleven H100 stages. In
+    # proportion to speed the H100 stages get 2-4 layers, where their HBM holds 2 under every pair, so the pattern's
+    # first solve was infeasible; capped, the B200 stages take the layers the H100 ones cannot.
+    instance = generate_instance(10, Size.medium)
+    ctx = shape_context(instance, Shape(tp=8, pp=16, dp=1, micro_batch=1, microbatches=67),
+                        route_table(instance.topology))
+    cells = pp_out_cells(ctx)
+    layers = speed_layers(ctx, cells, 1)
+    rooms = stage_rooms(ctx, cells)
+    assert sum(layers) == 48 and min(layers) >= 1
+    assert any(all(n <= r for n, r in zip(layers, room, strict=True)) for room in rooms)
+    speed = [1 / ctx.gpu(k).layer.total_s for (_, k) in sorted(cells)]  # PP-out: one building per stage
+    uncapped = _capped_split(48, speed, [48] * 16)
+    assert not any(all(n <= r for n, r in zip(uncapped, room, strict=True)) for room in rooms)
+
+
+def test_a_capped_split_holds_every_cap_and_shares_the_rest_by_speed():
+    assert _capped_split(12, [1.0, 1.0, 2.0], [12, 12, 12]) == [3, 3, 6]  # no cap binds: in proportion to speed
+    assert _capped_split(12, [1.0, 1.0, 2.0], [12, 12, 4]) == [4, 4, 4]  # the fast stage held at 4, the rest shared
+    assert _capped_split(12, [1.0, 1.0, 2.0], [2, 12, 12]) == [2, 4, 6]  # 3.67 and 6.33 rounded
+    assert _capped_split(12, [1.0, 1.0, 2.0], [2, 2, 7]) is None  # 11 < 12 layers of room
