@@ -25,7 +25,7 @@ from itertools import pairwise
 
 import pyomo.environ as pyo
 
-from scaleacross_milp.milp.context import ShapeContext, stage_room_table
+from scaleacross_milp.milp.context import Pair, ShapeContext, stage_room_table
 
 Cells = dict[tuple[int, str], int]
 """Stage cells per (stage, building)."""
@@ -161,12 +161,22 @@ def speed_layers(ctx: ShapeContext, cells: Cells, grain: int) -> list[int] | Non
     pace = {j: max(ctx.gpu(k).layer.total_s for (i, k), n in cells.items() if i == j and n) for j in range(p)}
     speed = [1.0 / pace[j] for j in range(p)]
     units = total // grain
-    split = _capped_split(units, speed, [units] * p)
-    rooms = sorted(stage_rooms(ctx, cells), key=sum, reverse=True)
-    if not rooms or any(all(n <= r for n, r in zip(split, room, strict=True)) for room in rooms):
-        return [c * grain for c in split]
-    capped = _capped_split(units, speed, [r // grain for r in rooms[0]])
+    split = [c * grain for c in _capped_split(units, speed, [units] * p)]
+    rooms = stage_rooms(ctx, cells)
+    if not rooms or any(holds(split, room) for room in rooms):
+        return split
+    capped = _capped_split(units, speed, [r // grain for r in max(rooms, key=sum)])
     return None if capped is None else [c * grain for c in capped]
+
+
+def holds(layers: list[int], room: list[int]) -> bool:
+    """Whether every stage's layers fit its room."""
+    return all(n <= r for n, r in zip(layers, room, strict=True))
+
+
+def holding_pairs(ctx: ShapeContext, cells: Cells, layers: list[int]) -> list[Pair]:
+    """ctx's admissible pairs under which every stage holds its `layers` in HBM (`stage_rooms`)."""
+    return [pair for pair, room in zip(ctx.pairs, stage_rooms(ctx, cells), strict=True) if holds(layers, room)]
 
 
 def stage_rooms(ctx: ShapeContext, cells: Cells) -> list[list[int]]:

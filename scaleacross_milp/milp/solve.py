@@ -47,6 +47,7 @@ from scaleacross_milp.milp.patterns import (
     Restriction,
     fixed_cells,
     holders,
+    holding_pairs,
     pattern_cells,
     restrictions,
     spans_all,
@@ -550,16 +551,34 @@ class ShapeSearch:
         """Shape i's model (or its `restricted` one) with `cells` fixed, and the option, variant and layers, each
         unless None, in one pattern solve (`solve`: PATTERN_NODES, `work_limit_s`). With the layers left free, first
         at the cells' speed split (`patterns.speed_layers`, in the least layer granularity of the model's options),
-        which the node budget may not reach, then free with that point as its cutoff."""
+        which the node budget may not reach, then free with that point as its cutoff. At the split the schedule
+        option and DP variant are those of the pair of least bound that holds it in HBM (`patterns.holding_pairs`),
+        unless given: with the pair free HiGHS may not find any point of the split within the nodes (generated
+        medium seed 84: PP 18 over six buildings, 200 nodes and no plan in 1.2 s; each pair fixed, a plan in 0.25-0.5
+        s)."""
         model, ctx = restricted or (self.model(i), self.ctx(i))
         grain = min(o.layer_granularity for o in ([ctx.options[option]] if option is not None else ctx.options))
         split = speed_layers(ctx, cells, grain) if cells is not None and layers is None else None
+        steps = [(layers, option, variant)]
+        if split is not None:
+            steps.insert(0, (split, *self.split_pair(i, ctx, cells, split)) if option is None and variant is None
+                         else (split, option, variant))
         with fixed_cells(model.model, cells):
-            for fixed in ([split] if split is not None else []) + [layers]:
+            for fixed, o, v in steps:
                 if self.exhausted() and self.best is not None:
                     return
-                with fixed_decisions(model.model, option, variant, fixed):
+                with fixed_decisions(model.model, o, v, fixed):
                     self.solve(i, PATTERN_NODES, self.gap * PATTERN_GAP, work_limit_s, restricted=restricted)
+
+    def split_pair(self, i: int, ctx: ShapeContext, cells: Cells, split: list[int]) -> tuple[int | None, int | None]:
+        """The indices in ctx (shape i's context or a restriction's) of the option and variant of shape i's open pair
+        of least bound (`open_pairs`) that holds `split` over `cells` in HBM; (None, None) when none does."""
+        bounds = {pair: bound for bound, pair in self.open_pairs(i)}
+        held = [pair for pair in holding_pairs(ctx, cells, split) if pair in bounds]
+        if not held:
+            return None, None
+        option, variant = min(held, key=bounds.__getitem__)
+        return ctx.options.index(option), ctx.variants.index(variant)
 
     def open_pairs(self, i: int) -> list[tuple[float, Pair]]:
         """Shape i's pairs that are open and promising, with their bounds on the objective per requested batch. A
