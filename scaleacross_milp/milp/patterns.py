@@ -181,7 +181,9 @@ def holding_pairs(ctx: ShapeContext, cells: Cells, layers: list[int]) -> list[Pa
 
 def stage_rooms(ctx: ShapeContext, cells: Cells) -> list[list[int]]:
     """Per admissible (option, variant) pair of ctx, the layers each stage can hold on the smallest usable HBM among
-    the buildings `cells` put it in (`context.stage_room_table`)."""
+    the buildings `cells` put it in (`context.stage_room_table`); none when ctx has no admissible pair."""
+    if not ctx.pairs:
+        return []
     options = list(dict.fromkeys(o for o, _ in ctx.pairs))
     variants = list(dict.fromkeys(v for _, v in ctx.pairs))
     hbm = [min(ctx.gpu(k).hbm_usable_bytes for (i, k), n in cells.items() if i == j and n) for j in range(ctx.shape.pp)]

@@ -3,6 +3,8 @@ with them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.patterns import (
@@ -47,6 +49,8 @@ def test_the_speed_split_gives_the_faster_building_s_stages_more_layers(tiny):
     assert speed_layers(ctx, cells, 16) is None  # 2 units of 16 layers cannot fill 4 stages
     split = {(j, k): 1 for j in range(4) for k in "HA"}  # a stage held by both runs at the A100's pace
     assert speed_layers(ctx, split, 1) == [8, 8, 8, 8]
+    # A context without an admissible pair (the property suite's deepened layouts) has no rooms to cap the split at.
+    assert speed_layers(replace(ctx, screened_pairs=()), cells, 1) == layers
 
 
 def test_a_pattern_is_solved_at_its_speed_split_before_its_layers_are_left_free(tiny, monkeypatch):
