@@ -5,8 +5,9 @@
              pipeline sends cross
 Both fill the fastest GPU types first (then larger buildings). With the stage cells x fixed, what is left (layers per
 stage, flows, schedule, DP variant, transports) is a small MILP, solved first with the layers at the split the
-buildings' speeds suggest (`speed_layers`), then free. Each pattern is a sub-problem of the full MILP, so its
-solution is a feasible layout of the shape; the full MILP then only has to beat it (it becomes the cutoff).
+buildings' speeds suggest (`speed_layers`, within the stages' HBM) and a pair that holds it (`holding_pairs`), then
+free. Each pattern is a sub-problem of the full MILP, so its solution is a feasible layout of the shape; the full
+MILP then only has to beat it (it becomes the cutoff).
 
 A *restriction* is the shape's MILP over only the buildings a pattern uses (`restrictions`: those DP-out fills, and
 those PP-out's stages sit in), with its own routes (`RouteTable.among`): a model of p B'^2 rows rather than the
@@ -153,7 +154,7 @@ def speed_layers(ctx: ShapeContext, cells: Cells, grain: int) -> list[int] | Non
     the even split prices 5.34 s). When no admissible pair holds that split in memory, the split within the rooms
     (`stage_rooms`) of the pair that holds the most layers: each stage capped at its room, the layers above a cap
     shared by the others in proportion to speed (generated medium seed 10: Llama 4 Maverick, PP 16 over five B200
-    and eleven H100 stages, the speed split gave H100 stages 3 layers where 2 fit, and no pattern had a plan in 5 s);
+    and eleven H100 stages, the speed split gave H100 stages 3-4 layers where 2 fit, and no pattern had a plan in 5 s);
     None when none holds the layers."""
     total, p = ctx.instance.model_spec.layers, ctx.shape.pp
     if total % grain or total // grain < p:
