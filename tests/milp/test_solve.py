@@ -102,6 +102,7 @@ def test_1f1b_two_stages_matches_the_textbook_makespan(tiny):
         assert 15 * max(a, b) + a + b + step(split, 32 - split) >= expected - 1e-9
 
 
+@pytest.mark.slow  # a proof of pp-out-2b within a 60 s limit (22-28 s on 2 cores)
 def test_pp_out_wins_when_gradients_cannot_cross(bundled):
     # Llama 3 70B on two 256-GPU halls joined by one 400 Gb/s link (50 GB/s). Keeping whole pipelines in each
     # hall (DP-out) would push every replica's gradients (280 GB in fp32, about 2 x 280 GB for a ring
@@ -130,6 +131,7 @@ def test_dp_out_wins_when_the_link_is_far(bundled):
     assert_proven(plan, 0.01)
 
 
+@pytest.mark.slow  # a proof of lossy-2b within its own 30 s limit (13-14 s on 2 cores)
 def test_lossy_link_gets_selective_repeat(bundled):
     # At 1e-4 loss over 80 km go-back-N resends a whole bandwidth-delay product per loss and collapses;
     # any traffic that crosses must use a selective-repeat transport.
