@@ -162,11 +162,11 @@ def speed_layers(ctx: ShapeContext, cells: Cells, grain: int) -> list[int] | Non
     pace = {j: max(ctx.gpu(k).layer.total_s for (i, k), n in cells.items() if i == j and n) for j in range(p)}
     speed = [1.0 / pace[j] for j in range(p)]
     units = total // grain
-    split = [c * grain for c in _capped_split(units, speed, [units] * p)]
+    split = [c * grain for c in capped_split(units, speed, [units] * p)]
     rooms = stage_rooms(ctx, cells)
     if not rooms or any(holds(split, room) for room in rooms):
         return split
-    capped = _capped_split(units, speed, [r // grain for r in max(rooms, key=sum)])
+    capped = capped_split(units, speed, [r // grain for r in max(rooms, key=sum)])
     return None if capped is None else [c * grain for c in capped]
 
 
@@ -194,7 +194,7 @@ def stage_rooms(ctx: ShapeContext, cells: Cells) -> list[list[int]]:
             for o, v in ctx.pairs]
 
 
-def _capped_split(units: int, speed: list[float], caps: list[int]) -> list[int] | None:
+def capped_split(units: int, speed: list[float], caps: list[int]) -> list[int] | None:
     """`units` over the stages, at least one each and at most caps[j], the rest in proportion to speed (stages whose
     share passes their cap held at it, the others sharing what is left), to whole units by largest remainder; None
     when the caps cannot hold them."""

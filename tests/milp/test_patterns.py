@@ -8,10 +8,11 @@ from dataclasses import replace
 from scaleacross_milp.generate import Size, generate_instance
 from scaleacross_milp.milp.context import shape_context
 from scaleacross_milp.milp.patterns import (
-    _capped_split,
+    capped_split,
     chain,
     crossing_load,
     holding_pairs,
+    holds,
     pp_out_cells,
     restrictions,
     speed_layers,
@@ -117,14 +118,14 @@ def test_a_speed_split_that_no_pair_holds_in_memory_is_capped_at_the_stages_room
     layers = speed_layers(ctx, cells, 1)
     rooms = stage_rooms(ctx, cells)
     assert sum(layers) == 48 and min(layers) >= 1
-    assert any(all(n <= r for n, r in zip(layers, room, strict=True)) for room in rooms)
+    assert any(holds(layers, room) for room in rooms)
     speed = [1 / ctx.gpu(k).layer.total_s for (_, k) in sorted(cells)]  # PP-out: one building per stage
-    uncapped = _capped_split(48, speed, [48] * 16)
-    assert not any(all(n <= r for n, r in zip(uncapped, room, strict=True)) for room in rooms)
+    uncapped = capped_split(48, speed, [48] * 16)
+    assert not any(holds(uncapped, room) for room in rooms)
 
 
 def test_a_capped_split_holds_every_cap_and_shares_the_rest_by_speed():
-    assert _capped_split(12, [1.0, 1.0, 2.0], [12, 12, 12]) == [3, 3, 6]  # no cap binds: in proportion to speed
-    assert _capped_split(12, [1.0, 1.0, 2.0], [12, 12, 4]) == [4, 4, 4]  # the fast stage held at 4, the rest shared
-    assert _capped_split(12, [1.0, 1.0, 2.0], [2, 12, 12]) == [2, 4, 6]  # 3.67 and 6.33 rounded
-    assert _capped_split(12, [1.0, 1.0, 2.0], [2, 2, 7]) is None  # 11 < 12 layers of room
+    assert capped_split(12, [1.0, 1.0, 2.0], [12, 12, 12]) == [3, 3, 6]  # no cap binds: in proportion to speed
+    assert capped_split(12, [1.0, 1.0, 2.0], [12, 12, 4]) == [4, 4, 4]  # the fast stage held at 4, the rest shared
+    assert capped_split(12, [1.0, 1.0, 2.0], [2, 12, 12]) == [2, 4, 6]  # 3.67 and 6.33 rounded
+    assert capped_split(12, [1.0, 1.0, 2.0], [2, 2, 7]) is None  # 11 < 12 layers of room
